@@ -1,0 +1,20 @@
+# The two commands of the README: `make run` (set up, then run the Rossmann workflow) and `make test`.
+# Every target sets up first; the set-up takes seconds when nothing changed.
+PYTEST_ARGS ?=
+
+.PHONY: setup run run-mpi test bench
+setup:
+	bash scripts/setup.sh
+
+run: setup
+	.venv/bin/pyflyte run workflows/rossmann.py wf
+
+run-mpi: setup
+	.venv/bin/pyflyte run workflows/rossmann.py wf_mpi
+
+# pytest exits 5 when it collected no test; make treats any non-zero exit as a failure, so that fails too.
+test: setup
+	.venv/bin/python -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	bash bench/run_all.sh

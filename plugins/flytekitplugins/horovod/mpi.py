@@ -1,0 +1,109 @@
+"""The MPI route: a kfmpi-compatible ``MPIJob`` whose local runs start real Horovod ranks."""
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List
+
+from flytekit import PythonFunctionTask
+from flytekit.configuration import SerializationSettings
+from flytekit.core.base_task import IgnoreOutputs
+from flytekit.extend import TaskPlugins
+from flytekitplugins.kfmpi import task as kfmpi
+
+from .runtime import FlyteRankContext, launched_rank, launched_size, logger, run_local, run_rank_in_world
+from .settings import Horovod
+
+# The launcher's hostfile: the MPI operator mounts it and sets this variable on the launcher pod; Kubernetes
+# expands $(VAR) in container commands, so horovodrun reads the same hostfile mpirun reads by default.
+HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
+
+
+@dataclass
+class MPIJob(kfmpi.MPIJob):
+    """kfmpi's ``MPIJob`` (``launcher``, ``worker``, ``run_policy``, ``slots``) plus Horovod settings.
+
+    Ranks: ``worker.replicas * slots``. A local run starts that many Horovod ranks on this host; on a cluster
+    the Kubeflow MPI operator's launcher runs ``get_command()`` (``mpirun`` or ``horovodrun``) across the
+    worker pods. ``launcher.replicas`` defaults to 1 (kfmpi requires it to be set).
+    """
+
+    horovod: Horovod = field(default_factory=Horovod)
+
+    def __post_init__(self):
+        if self.launcher.replicas is None and self.num_launcher_replicas is None:
+            self.launcher.replicas = 1
+        if not isinstance(self.horovod, Horovod):
+            raise TypeError(f"MPIJob.horovod must be a Horovod settings object, got {type(self.horovod).__name__}")
+
+    @property
+    def num_ranks(self) -> int:
+        replicas = self.num_workers or self.worker.replicas
+        if replicas is None:
+            raise ValueError("MPIJob needs worker=Worker(replicas=N): the number of worker pods")
+        if replicas < 1 or self.slots < 1:
+            raise ValueError(f"MPIJob needs worker.replicas >= 1 and slots >= 1, got {replicas} and {self.slots}")
+        return replicas * self.slots
+
+
+class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
+    """Runs the task body on every Horovod rank; the output is rank 0's return value.
+
+    Serialization (task type ``mpi``, the kubeflow ``DistributedMPITrainingTask`` custom) is kfmpi's own.
+    """
+
+    def __init__(self, task_config: MPIJob, task_function: Callable, **kwargs):
+        task_config.num_ranks  # validate before anything is registered
+        super().__init__(task_config=task_config, task_function=task_function, **kwargs)
+
+    def get_command(self, settings: SerializationSettings) -> List[str]:
+        """The launcher's command: ``mpirun`` (controller mpi) or ``horovodrun`` (gloo) around pyflyte-execute."""
+        execute = ["python", settings.entrypoint_settings.path] + PythonFunctionTask.get_command(self, settings)
+        return launcher_command(self.task_config.num_ranks, self.task_config.horovod) + execute
+
+    def execute(self, **kwargs) -> Any:
+        config = self.task_config
+        if launched_rank() is not None:
+            return self._execute_in_world(**kwargs)
+        results = run_local(
+            self._task_function,
+            kwargs,
+            num_proc=config.num_ranks,
+            settings=config.horovod,
+            flyte=FlyteRankContext.capture(),
+        )
+        return self._adopt(results[0])
+
+    def _execute_in_world(self, **kwargs) -> Any:
+        """Already one rank of a launched world (mpirun/horovodrun on a cluster): run once, rank 0 writes outputs."""
+        rank, size = launched_rank(), launched_size()
+        logger.info("rank %s of %s: running %s inside the launched world", rank, size, self.name)
+        result = run_rank_in_world(self._task_function, kwargs, self.task_config.horovod)
+        if rank != 0:
+            raise IgnoreOutputs(f"rank {rank}: only rank 0 writes the task's outputs")
+        return result
+
+    @staticmethod
+    def _adopt(result) -> Any:
+        """Rank 0's return value, with the decks it made added to this task's decks."""
+        import flytekit
+
+        decks = flytekit.current_context().decks
+        for deck in result.decks:
+            if deck not in decks:
+                decks.append(deck)
+        return result.value
+
+
+def launcher_command(num_ranks: int, settings: Horovod) -> List[str]:
+    """The command prefix the MPI operator's launcher runs to start ``num_ranks`` ranks."""
+    if settings.controller == "mpi":
+        return (
+            list(kfmpi.MPIFunctionTask._MPI_BASE_COMMAND)
+            + ["--tag-output"]
+            + settings.mpirun_args()
+            + ["-np", str(num_ranks)]
+        )
+    return ["horovodrun", "-np", str(num_ranks), "--hostfile", HOSTFILE_REF] + settings.horovodrun_args()
+
+
+TaskPlugins.register_pythontask_plugin(MPIJob, HorovodMPIFunctionTask)

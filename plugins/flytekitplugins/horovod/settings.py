@@ -1,0 +1,155 @@
+"""Typed Horovod settings, turned into ``HOROVOD_*`` environment variables and launcher flags in one place."""
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+CONTROLLERS = ("gloo", "mpi")
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
+SETTINGS_ENV = "FLYTE_HOROVOD_SETTINGS"  # the settings as JSON, so every rank can read them back
+
+
+class HorovodConfigError(ValueError):
+    """A Horovod setting has a value Horovod cannot use."""
+
+
+@dataclass(frozen=True)
+class _Knob:
+    """How one field reaches Horovod: its environment variable, its horovodrun flag, how a value is written."""
+
+    env: str
+    flag: str
+    to_env: Callable[[Any], str] = str
+    to_flag: Optional[Callable[[Any], str]] = str  # None: a switch (flag present when the value is true)
+
+
+def _on(value: bool) -> str:
+    return "1"
+
+
+# One table for every setting; Horovod.env(), .horovodrun_args() and .mpirun_args() all read it.
+_KNOBS: Dict[str, _Knob] = {
+    "fusion_threshold_mb": _Knob(
+        "HOROVOD_FUSION_THRESHOLD", "--fusion-threshold-mb", lambda mb: str(int(mb * 1024 * 1024)), lambda mb: f"{mb:g}"
+    ),
+    "cycle_time_ms": _Knob("HOROVOD_CYCLE_TIME", "--cycle-time-ms", lambda ms: f"{ms:g}", lambda ms: f"{ms:g}"),
+    "cache_capacity": _Knob("HOROVOD_CACHE_CAPACITY", "--cache-capacity"),
+    "autotune": _Knob("HOROVOD_AUTOTUNE", "--autotune", _on, None),
+    "autotune_log_file": _Knob("HOROVOD_AUTOTUNE_LOG", "--autotune-log-file"),
+    "timeline_filename": _Knob("HOROVOD_TIMELINE", "--timeline-filename"),
+    "timeline_mark_cycles": _Knob("HOROVOD_TIMELINE_MARK_CYCLES", "--timeline-mark-cycles", _on, None),
+    "hierarchical_allreduce": _Knob("HOROVOD_HIERARCHICAL_ALLREDUCE", "--hierarchical-allreduce", _on, None),
+    "hierarchical_allgather": _Knob("HOROVOD_HIERARCHICAL_ALLGATHER", "--hierarchical-allgather", _on, None),
+    "log_level": _Knob("HOROVOD_LOG_LEVEL", "--log-level"),
+}
+
+
+@dataclass
+class Horovod:
+    """Horovod settings for a task, shared by the MPI route and the Spark route.
+
+    Args:
+        controller: "gloo" (no MPI needed) or "mpi" (OpenMPI's mpirun launches the ranks).
+        fusion_threshold_mb: tensor fusion buffer size in MB (Horovod's default is 128 MB; 0 disables fusion).
+        cycle_time_ms: how long the background thread waits between fusion cycles.
+        cache_capacity: response cache size (0 disables it).
+        autotune: let Horovod tune fusion threshold and cycle time while training.
+        autotune_log_file: where autotune writes the values it tried (needs autotune).
+        timeline_filename: write a Horovod timeline (Chrome trace JSON) to this path.
+        timeline_mark_cycles: mark fusion cycles in the timeline (needs timeline_filename).
+        hierarchical_allreduce / hierarchical_allgather: two-level collectives (within, then across hosts).
+        fp16_compression: compress gradients to fp16 for allreduce; read it in the task body through
+            ``compression()`` and pass it to ``hvd.DistributedOptimizer(..., compression=...)``.
+        start_timeout: seconds to wait for all ranks to start before failing.
+        log_level: Horovod's own log level (TRACE, DEBUG, INFO, WARNING, ERROR, FATAL).
+        verbose: make the launcher (horovodrun, horovod.spark.run) print what it does.
+    """
+
+    controller: str = "gloo"
+    fusion_threshold_mb: Optional[float] = None
+    cycle_time_ms: Optional[float] = None
+    cache_capacity: Optional[int] = None
+    autotune: bool = False
+    autotune_log_file: Optional[str] = None
+    timeline_filename: Optional[str] = None
+    timeline_mark_cycles: bool = False
+    hierarchical_allreduce: bool = False
+    hierarchical_allgather: bool = False
+    fp16_compression: bool = False
+    start_timeout: int = 60
+    log_level: Optional[str] = None
+    verbose: bool = False
+
+    def __post_init__(self):
+        problems = []
+        if self.controller not in CONTROLLERS:
+            problems.append(f"controller={self.controller!r} is not one of {', '.join(CONTROLLERS)}")
+        for name in ("fusion_threshold_mb", "cache_capacity"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                problems.append(f"{name}={value} must not be negative")
+        if self.cycle_time_ms is not None and self.cycle_time_ms <= 0:
+            problems.append(f"cycle_time_ms={self.cycle_time_ms} must be positive")
+        if self.start_timeout <= 0:
+            problems.append(f"start_timeout={self.start_timeout} must be positive (seconds)")
+        if self.log_level is not None and self.log_level.upper() not in LOG_LEVELS:
+            problems.append(f"log_level={self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+        if self.autotune_log_file and not self.autotune:
+            problems.append("autotune_log_file is set but autotune is off")
+        if self.timeline_mark_cycles and not self.timeline_filename:
+            problems.append("timeline_mark_cycles is set but timeline_filename is not")
+        if problems:
+            raise HorovodConfigError("invalid Horovod settings: " + "; ".join(problems))
+        if self.log_level is not None:
+            self.log_level = self.log_level.upper()
+
+    def _set_knobs(self) -> List[Tuple[_Knob, Any]]:
+        return [
+            (knob, getattr(self, name))
+            for name, knob in _KNOBS.items()
+            if getattr(self, name) not in (None, False)
+        ]
+
+    def env(self) -> Dict[str, str]:
+        """The ``HOROVOD_*`` environment variables for these settings (only the ones that are set)."""
+        env = {knob.env: knob.to_env(value) for knob, value in self._set_knobs()}
+        env["HOROVOD_START_TIMEOUT"] = str(self.start_timeout)
+        return env
+
+    def horovodrun_args(self) -> List[str]:
+        """``horovodrun`` flags for these settings, controller first."""
+        args = [f"--{self.controller}", "--start-timeout", str(self.start_timeout)]
+        for knob, value in self._set_knobs():
+            args += [knob.flag] if knob.to_flag is None else [knob.flag, knob.to_flag(value)]
+        if self.verbose:
+            args.append("--verbose")
+        return args
+
+    def mpirun_args(self) -> List[str]:
+        """``mpirun`` ``-x VAR=value`` pairs that export these settings to every rank."""
+        args: List[str] = []
+        for name, value in sorted(self.env().items()):
+            args += ["-x", f"{name}={value}"]
+        return args
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Horovod":
+        return cls(**json.loads(text))
+
+
+def current_settings() -> Horovod:
+    """The settings of the running Horovod task (read from the environment every rank gets); defaults outside one."""
+    text = os.environ.get(SETTINGS_ENV)
+    return Horovod.from_json(text) if text else Horovod()
+
+
+def compression():
+    """``hvd.Compression.fp16`` when the task's settings ask for fp16 gradient compression, else ``none``."""
+    import horovod.tensorflow as hvd
+
+    return hvd.Compression.fp16 if current_settings().fp16_compression else hvd.Compression.none

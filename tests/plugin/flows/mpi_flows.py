@@ -1,0 +1,82 @@
+"""MPI-route test workflows, loaded by path with ``pyflyte run`` (so ranks must unpickle functions from a script)."""
+
+import os
+import typing
+
+import flytekit
+from flytekit import task, workflow
+
+from flytekitplugins.horovod import Horovod, MPIJob, Worker
+
+World = typing.NamedTuple("World", [("total", float), ("size", int), ("execution", str)])
+
+
+def _allreduce_of_rank_plus_one() -> World:
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    total = hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum)
+    print(f"rank {hvd.rank()} of {hvd.size()}: allreduce -> {float(total)}")
+    return World(float(total.numpy()), hvd.size(), flytekit.current_context().execution_id.name)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2)))
+def allreduce_two_workers() -> World:
+    return _allreduce_of_rank_plus_one()
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=1), slots=2))
+def allreduce_two_slots() -> World:
+    return _allreduce_of_rank_plus_one()
+
+
+@workflow
+def two_workers_wf() -> World:
+    return allreduce_two_workers()
+
+
+@workflow
+def two_slots_wf() -> World:
+    return allreduce_two_slots()
+
+
+# The timeline path is part of the task's static config; the test chooses it through this variable.
+TIMELINE = os.environ.get("TEST_HOROVOD_TIMELINE") or None
+
+
+@task(
+    task_config=MPIJob(
+        worker=Worker(replicas=2),
+        horovod=Horovod(fusion_threshold_mb=32, cycle_time_ms=2.5, timeline_filename=TIMELINE),
+    )
+)
+def settings_seen() -> typing.List[str]:
+    """Each rank's view of the Horovod variables, gathered on rank 0."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    hvd.allreduce(tf.constant(1.0))  # something for the timeline to record
+    keys = ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_TIMELINE")
+    mine = f"rank={hvd.rank()}," + ",".join(f"{k}={os.environ.get(k)}" for k in keys)
+    return [str(x) for x in hvd.allgather_object(mine)]
+
+
+@workflow
+def settings_wf() -> typing.List[str]:
+    return settings_seen()
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2)))
+def rank_one_fails() -> int:
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    if hvd.rank() == 1:
+        raise ValueError("rank one cannot go on")
+    hvd.allreduce(tf.constant(1.0))  # rank 0 waits here for a peer that is gone
+    return hvd.rank()
+
+
+@workflow
+def failing_wf() -> int:
+    return rank_one_fails()
