@@ -40,7 +40,7 @@ def _leftovers(marker: str) -> List[int]:
 def run_command(args: List[str], env: Optional[Dict[str, str]] = None, timeout: float = 600, cwd=ROOT) -> Ran:
     """Run a command with the project's venv first on PATH; tag its process tree with a marker."""
     marker = f"HVD_TEST_RUN_{uuid.uuid4().hex}"
-    full_env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", marker: "1", **(env or {})}
+    full_env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", marker: "1", "COLUMNS": "400", **(env or {})}
     start = time.monotonic()
     proc = subprocess.run(args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=timeout)

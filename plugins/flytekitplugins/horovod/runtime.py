@@ -8,6 +8,7 @@ names the first rank that failed and shows its traceback.
 import contextlib
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -30,6 +31,10 @@ SIZE_ENV_VARS = ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "PMI_SIZE")
 
 class RankFailedError(RuntimeError):
     """A Horovod rank raised; the message names the rank and carries its traceback."""
+
+
+class NotEnoughSlotsError(RuntimeError):
+    """Spark cannot run one task per Horovod rank at once."""
 
 
 def launched_rank() -> Optional[int]:
@@ -290,4 +295,77 @@ def run_local(
     finally:
         shutil.rmtree(failure_dir, ignore_errors=True)
     logger.info("%d Horovod ranks finished in %.1f s", num_proc, time.monotonic() - started)
+    return results
+
+
+def spark_slots(spark) -> int:
+    """Spark task slots available at once: ``local[N]`` threads, or executors x (cores // cpus per task)."""
+    sc = spark.sparkContext
+    conf = sc.getConf()
+    task_cpus = int(conf.get("spark.task.cpus", "1"))
+    local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", sc.master)
+    if local:
+        threads = local.group(1) or "1"
+        return (os.cpu_count() or 1 if threads == "*" else int(threads)) // task_cpus
+    executors = sc._jsc.sc().getExecutorMemoryStatus().size() - 1  # the driver is counted too
+    return executors * (int(conf.get("spark.executor.cores", "1")) // task_cpus)
+
+
+def wait_for_slots(spark, num_proc: int, timeout: float) -> None:
+    """Wait (up to ``timeout`` s) until Spark can run ``num_proc`` tasks at once, or say clearly that it cannot."""
+    deadline = time.monotonic() + timeout
+    while (slots := spark_slots(spark)) < num_proc:
+        if time.monotonic() > deadline:
+            conf = spark.sparkContext.getConf()
+            raise NotEnoughSlotsError(
+                f"Spark gives {slots} task slot(s) (master {spark.sparkContext.master}, spark.executor.instances="
+                f"{conf.get('spark.executor.instances', 'unset')}, spark.executor.cores="
+                f"{conf.get('spark.executor.cores', 'unset')}, spark.task.cpus={conf.get('spark.task.cpus', '1')}) "
+                f"after {timeout:.0f} s; Horovod needs {num_proc} at once, one Spark task per rank"
+            )
+        time.sleep(1)
+
+
+def run_on_spark(
+    fn: Callable,
+    kwargs: Optional[Dict[str, Any]],
+    num_proc: int,
+    settings: Horovod,
+    spark,
+    failure_dir: str,
+    all_ranks: bool = False,
+) -> List[Optional[RankResult]]:
+    """Run ``fn(**kwargs)`` on ``num_proc`` ranks, one Spark task each (``horovod.spark.run``).
+
+    ``failure_dir`` must be reachable from the executors (a local path in local mode, else a remote URL).
+    """
+    import horovod.spark
+
+    wait_for_slots(spark, num_proc, settings.start_timeout)
+    job = _rank_job(fn, kwargs or {}, failure_dir, settings, all_ranks=all_ranks)
+    env = {**settings.env(), "PYTHONUNBUFFERED": "1"}
+    if spark.sparkContext.master.startswith("local"):
+        env["PYTHONPATH"] = _import_path(fn)
+    logger.info("launching %d Horovod ranks as Spark tasks (controller %s, settings %s)", num_proc,
+                settings.controller, settings.env())
+    started = time.monotonic()
+    try:
+        results = horovod.spark.run(
+            run_rank,
+            args=(job,),
+            num_proc=num_proc,
+            start_timeout=settings.start_timeout,
+            use_gloo=settings.controller == "gloo",
+            use_mpi=settings.controller == "mpi",
+            extra_mpi_args="--allow-run-as-root" if settings.controller == "mpi" else None,
+            env=env,
+            verbose=2 if settings.verbose else 1,
+        )
+    except Exception as exc:
+        raise failure_report(failure_dir, exc) from None
+    finally:
+        fs, _, (root,) = fsspec.get_fs_token_paths(failure_dir)
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+    logger.info("%d Horovod ranks on Spark finished in %.1f s", num_proc, time.monotonic() - started)
     return results

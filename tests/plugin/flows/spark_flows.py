@@ -1,0 +1,105 @@
+"""Spark-route test workflows, run with ``pyflyte run`` like a user would."""
+
+import os
+import typing
+
+import flytekit
+from flytekit import task, workflow
+
+from flytekitplugins.horovod import Horovod, HorovodRunner, HorovodSpark, spark_backend, spark_run, spark_store
+
+Fit = typing.NamedTuple("Fit", [("history", typing.Dict[str, typing.List[float]]), ("store_files", typing.List[str]),
+                                ("working_directory", str)])
+
+
+@task(task_config=HorovodSpark(num_proc=2, spark_conf={"spark.sql.shuffle.partitions": "4"}))
+def fit_estimator() -> Fit:
+    """Estimator API through the helpers: a small linear model fitted on a Spark DataFrame by 2 ranks."""
+    import horovod.spark.keras as hvd_keras
+    import tensorflow as tf
+
+    spark = flytekit.current_context().spark_session
+    rows = [(float(i % 7), float(i % 5), 2.0 * (i % 7) - (i % 5) + 1.0) for i in range(400)]
+    df = spark.createDataFrame(rows, ["x1", "x2", "y"]).repartition(4)
+    x1, x2 = tf.keras.Input(shape=(1,), name="x1"), tf.keras.Input(shape=(1,), name="x2")
+    model = tf.keras.Model([x1, x2], tf.keras.layers.Dense(1)(tf.keras.layers.Concatenate()([x1, x2])))
+    store = spark_store()
+    estimator = hvd_keras.KerasEstimator(
+        backend=spark_backend(),
+        store=store,
+        model=model,
+        optimizer=tf.keras.optimizers.Adam(0.05),
+        loss="mse",
+        feature_cols=["x1", "x2"],
+        label_cols=["y"],
+        batch_size=16,
+        epochs=4,
+        validation=0.2,
+        verbose=0,
+    )
+    fitted = estimator.fit(df)
+    history = {k: [float(v) for v in vs] for k, vs in fitted.getHistory().items()}
+    root = store.prefix_path.removeprefix("file://")
+    files = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs]
+    return Fit(history, files, str(flytekit.current_context().working_directory))
+
+
+@workflow
+def estimator_wf() -> Fit:
+    return fit_estimator()
+
+
+def _allreduce_rank_plus_one(scale: float) -> typing.Tuple[int, float]:
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    return hvd.rank(), float(hvd.allreduce(tf.constant(scale * (hvd.rank() + 1)), op=hvd.Sum))
+
+
+@task(task_config=HorovodSpark(num_proc=2))
+def run_api(scale: float) -> typing.List[typing.List[float]]:
+    return [[float(rank), total] for rank, total in spark_run(_allreduce_rank_plus_one, {"scale": scale}, all_ranks=True)]
+
+
+@workflow
+def run_api_wf(scale: float = 1.0) -> typing.List[typing.List[float]]:
+    return run_api(scale=scale)
+
+
+@task(task_config=HorovodSpark(num_proc=2))
+def runner_inside_task() -> float:
+    return HorovodRunner(np=2).run(_allreduce_rank_plus_one, scale=10.0)[1]
+
+
+@workflow
+def runner_wf() -> float:
+    return runner_inside_task()
+
+
+def _rank_one_raises():
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    if hvd.rank() == 1:
+        raise KeyError("rank one lost its key")
+    return float(hvd.allreduce(tf.constant(1.0)))
+
+
+@task(task_config=HorovodSpark(num_proc=2))
+def run_api_fails() -> float:
+    return spark_run(_rank_one_raises)
+
+
+@workflow
+def failing_wf() -> float:
+    return run_api_fails()
+
+
+@task(task_config=HorovodSpark(num_proc=2, spark_conf={"spark.master": "local[1]"}, horovod=Horovod(start_timeout=3)))
+def too_few_slots() -> float:
+    return spark_run(_rank_one_raises)
+
+
+@workflow
+def too_few_slots_wf() -> float:
+    return too_few_slots()

@@ -1,0 +1,97 @@
+"""The Spark route: HorovodSpark tasks run with ``pyflyte run``, the helpers, HorovodRunner, serialization."""
+
+import ast
+import re
+import sys
+
+import pytest
+from flytekit import task
+from flytekit.configuration import ImageConfig, SerializationSettings
+
+from flytekitplugins.horovod import HorovodConfigError, HorovodSpark, HorovodSparkFunctionTask
+
+FLOWS = "tests/plugin/flows/spark_flows.py"
+SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v")
+
+
+def _last_line(output: str) -> str:
+    return output.strip().splitlines()[-1].strip()
+
+
+def test_estimator_fits_through_the_helpers_with_the_store_in_the_working_area(pyflyte_run):
+    ran = pyflyte_run(FLOWS, "estimator_wf")
+    assert ran.returncode == 0, ran.output[-3000:]
+    match = re.search(r"Fit\(history=(\{.*?\}), store_files=(\[.*?\]), working_directory='([^']+)'\)", ran.output)
+    assert match, ran.output[-3000:]
+    history, files, workdir = ast.literal_eval(match.group(1)), ast.literal_eval(match.group(2)), match.group(3)
+    assert len(history["loss"]) == len(history["val_loss"]) == 4
+    assert history["loss"][-1] < history["loss"][0] / 5  # it learned y = 2*x1 - x2 + 1
+    assert files, "the store wrote nothing"
+    assert all(f.startswith(workdir + "/horovod/store/") for f in files), files[:5]
+    assert any("checkpoint" in f or f.endswith(".h5") for f in files)
+
+
+def test_run_api_returns_every_rank_after_a_real_allreduce(pyflyte_run):
+    ran = pyflyte_run(FLOWS, "run_api_wf", "--scale", "2.0")
+    assert ran.returncode == 0, ran.output[-3000:]
+    assert ast.literal_eval(_last_line(ran.output)) == [[0.0, 6.0], [1.0, 6.0]]
+
+
+def test_horovod_runner_inside_a_task_uses_the_task_session(pyflyte_run):
+    ran = pyflyte_run(FLOWS, "runner_wf")
+    assert ran.returncode == 0, ran.output[-3000:]
+    assert float(_last_line(ran.output)) == 30.0
+
+
+@pytest.mark.parametrize("np_", [-2, 2])
+def test_horovod_runner_outside_flyte(np_):
+    from tests.conftest import run_command
+
+    ran = run_command([sys.executable, "tests/plugin/flows/runner_script.py", str(np_)], timeout=300)
+    assert ran.returncode == 0, ran.output[-3000:]
+    result = re.search(r"^RESULT (\[.*\])$", ran.output, re.M)
+    assert result, ran.output[-3000:]
+    assert ast.literal_eval(result.group(1)) == [0, 2, 6.0]  # rank 0 of 2; 2*1 + 2*2
+
+
+def test_failing_rank_names_the_rank_and_its_traceback(pyflyte_run):
+    ran = pyflyte_run(FLOWS, "failing_wf", timeout=180)
+    assert ran.returncode != 0
+    assert "Horovod rank 1 failed" in ran.output
+    assert "KeyError: 'rank one lost its key'" in ran.output
+
+
+def test_too_few_slots_fails_with_a_message_not_a_long_wait(pyflyte_run):
+    ran = pyflyte_run(FLOWS, "too_few_slots_wf", timeout=120)
+    assert ran.returncode != 0
+    assert "NotEnoughSlotsError" in ran.output
+    assert "Spark gives 1 task slot(s)" in ran.output and "Horovod needs 2 at once" in ran.output
+    assert ran.seconds < 60
+
+
+def _body() -> int:
+    return 1
+
+
+def test_serializes_as_spark_with_slots_added_only_where_unset():
+    user_conf = {"spark.executor.cores": "2", "spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "16"}
+    t = task(task_config=HorovodSpark(num_proc=4, spark_conf=dict(user_conf),
+                                      executor_path="/opt/venv/bin/python3"))(_body)
+    assert isinstance(t, HorovodSparkFunctionTask) and t.task_type == "spark"
+    custom = t.get_custom(SETTINGS)
+    conf = custom["sparkConf"]
+    assert {k: conf[k] for k in user_conf} == user_conf  # the user's settings, untouched
+    assert conf["spark.executor.instances"] == "2"  # 4 ranks / 2 cores per executor
+    assert conf["spark.task.cpus"] == "1"
+    assert custom["executorPath"] == "/opt/venv/bin/python3"
+    assert custom["mainApplicationFile"].startswith("local://") and custom["mainApplicationFile"].endswith("entrypoint.py")
+    explicit = task(task_config=HorovodSpark(num_proc=2, spark_conf={"spark.executor.instances": "5"}))(_body)
+    assert explicit.get_custom(SETTINGS)["sparkConf"]["spark.executor.instances"] == "5"
+    assert explicit.get_custom(SETTINGS)["sparkConf"]["spark.executor.cores"] == "1"
+
+
+def test_explicit_conf_with_too_few_slots_is_refused_when_declared():
+    with pytest.raises(HorovodConfigError, match=r"needs 4 Spark task slots at once, but spark_conf gives 2"):
+        HorovodSpark(num_proc=4, spark_conf={"spark.executor.instances": "2", "spark.executor.cores": "1"})
+    with pytest.raises(HorovodConfigError, match="at least one Horovod rank"):
+        HorovodSpark(num_proc=0)
