@@ -152,7 +152,11 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
         else:
             prefix = f"{prefix.rstrip('/')}/horovod"
         horovod = HorovodSparkContext(self.task_config.num_proc, self.task_config.horovod, self.sess, prefix)
-        return params.builder().add_attr(CONTEXT_ATTR, horovod).build()
+        params = params.builder().add_attr(CONTEXT_ATTR, horovod).build()
+        # flytekit's dispatch_execute rebuilds the parameters from the incoming ones when enable_deck=True,
+        # dropping what pre_execute added (the Spark session too); keep them on the incoming object as well.
+        user_params._attrs.update(params._attrs)
+        return params
 
     @contextlib.contextmanager
     def _local_master(self, local: bool) -> Iterator[None]:
