@@ -1,0 +1,65 @@
+"""The Rossmann Keras model: entity embeddings + dense layers, predicting log sales.
+
+Built only from built-in, serializable Keras layers so that Horovod's Estimator can ship it to its
+workers as HDF5 (a Python-function activation cannot be deserialized there).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from rossmann.metrics import exp_rmspe
+from rossmann.prepared import ContinuousStats, Metadata
+
+LOSS = "mae"
+L2 = 5e-5
+
+
+def build_model(
+    metadata: Metadata,
+    stats: ContinuousStats,
+    hidden: Sequence[int] = (1000, 1000, 1000, 500),
+    dropout: float = 0.5,
+    embedding_width: int = 10,
+) -> tf.keras.Model:
+    """An uncompiled model with one (1,)-shaped Input per feature column, named after the column.
+
+    Categorical inputs (int32 vocabulary indices, 0 = unknown) get embeddings; continuous inputs are
+    standardised with `stats` (train mean and variance); the output is a sigmoid scaled to
+    1.2 * log(max_sales), i.e. log sales.
+    """
+    layers = tf.keras.layers
+    categorical, continuous = list(metadata["categorical_cols"]), list(metadata["continuous_cols"])
+    indices = {c: layers.Input(shape=(1,), name=c, dtype="int32") for c in categorical}
+    values = {c: layers.Input(shape=(1,), name=c, dtype="float32") for c in continuous}
+
+    parts = [
+        layers.Flatten(name=f"flat_{c}")(
+            layers.Embedding(int(metadata["embedding_sizes"][c]), embedding_width, name=f"emb_{c}")(indices[c])
+        )
+        for c in categorical
+    ]
+    x = layers.Concatenate(name="continuous")(list(values.values()))
+    mean, variance = [stats[c][0] for c in continuous], [stats[c][1] for c in continuous]
+    parts.append(layers.Normalization(mean=mean, variance=variance, name="standardise")(x))
+    x = layers.Concatenate(name="features")(parts)
+    for i, width in enumerate(hidden):
+        regularizer = tf.keras.regularizers.l2(L2)
+        x = layers.Dense(width, activation="relu", kernel_regularizer=regularizer, name=f"dense_{i}")(x)
+    x = layers.Dropout(dropout, name="dropout")(x)
+    x = layers.Dense(1, activation="sigmoid", name="sigmoid")(x)
+    output = layers.Rescaling(1.2 * math.log(float(metadata["max_sales"])), name="Sales_log")(x)
+    return tf.keras.Model([*indices.values(), *values.values()], output, name="rossmann")
+
+
+def make_optimizer(learning_rate: float) -> tf.keras.optimizers.Optimizer:
+    """Adam with the reference example's epsilon."""
+    return tf.keras.optimizers.Adam(learning_rate=learning_rate, epsilon=1e-3)
+
+
+def compile_model(model: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer) -> tf.keras.Model:
+    """Compile with MAE on log sales and the exp_rmspe metric."""
+    model.compile(optimizer=optimizer, loss=LOSS, metrics=[exp_rmspe])
+    return model

@@ -1,0 +1,94 @@
+"""Reading the prepared-data directory (metadata.json + train/val/test Parquet) for training and prediction."""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+Metadata = Mapping[str, Any]
+# Per continuous column: (mean, variance) over the training split.
+ContinuousStats = dict[str, tuple[float, float]]
+
+
+def load_metadata(prepared_dir: str | os.PathLike) -> dict[str, Any]:
+    """The prepared directory's metadata.json."""
+    path = os.path.join(prepared_dir, "metadata.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no metadata.json; is {prepared_dir} a prepared-data directory?")
+    with open(path) as f:
+        return json.load(f)
+
+
+def feature_cols(metadata: Metadata) -> list[str]:
+    """Model inputs, in model order: categorical columns, then continuous columns."""
+    return list(metadata["categorical_cols"]) + list(metadata["continuous_cols"])
+
+
+def parquet_files(dataset_dir: str | os.PathLike) -> list[str]:
+    """The Parquet files of a dataset directory (Spark's _SUCCESS and hidden files skipped), sorted."""
+    files = sorted(
+        os.path.join(root, name)
+        for root, _, names in os.walk(dataset_dir)
+        for name in names
+        if name.endswith(".parquet") and not name.startswith((".", "_"))
+    )
+    if not files:
+        raise FileNotFoundError(f"{dataset_dir}: no Parquet files")
+    return files
+
+
+def parquet_pieces(dataset_dir: str | os.PathLike) -> list[tuple[str, int]]:
+    """Every (file, row group) of a Parquet dataset directory, in a stable order."""
+    return [(f, g) for f in parquet_files(dataset_dir) for g in range(pq.ParquetFile(f).num_row_groups)]
+
+
+def count_rows(dataset_dir: str | os.PathLike) -> int:
+    """Rows of a Parquet dataset, from the file footers only."""
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(dataset_dir))
+
+
+def read_split(
+    dataset_dir: str | os.PathLike,
+    columns: Sequence[str] | None = None,
+    shard: tuple[int, int] | None = None,
+) -> pd.DataFrame:
+    """A Parquet dataset (or, with shard=(rank, size), every size-th row group from the rank-th) as pandas."""
+    pieces = parquet_pieces(dataset_dir)
+    if shard is not None:
+        rank, size = shard
+        if len(pieces) < size:
+            raise ValueError(f"{dataset_dir}: {len(pieces)} row groups cannot be shared by {size} ranks")
+        pieces = pieces[rank::size]
+    tables = [pq.ParquetFile(f).read_row_group(g, columns=columns) for f, g in pieces]
+    return pa.concat_tables(tables).to_pandas()
+
+
+def continuous_stats(prepared_dir: str | os.PathLike, metadata: Metadata) -> ContinuousStats:
+    """Mean and variance of every continuous column over the whole training split (to normalise inputs)."""
+    cols = list(metadata["continuous_cols"])
+    pdf = read_split(os.path.join(prepared_dir, "train"), columns=cols)
+    return {c: (float(pdf[c].mean()), float(pdf[c].var(ddof=0))) for c in cols}
+
+
+def model_inputs(pdf: pd.DataFrame, metadata: Metadata) -> dict[str, np.ndarray]:
+    """Model input arrays, one (n, 1) array per feature column: int32 categoricals, float32 continuous.
+
+    Raises ValueError naming the columns that hold missing or non-finite values.
+    """
+    missing = [c for c in feature_cols(metadata) if c not in pdf.columns]
+    if missing:
+        raise KeyError(f"prepared data lacks feature columns {missing}")
+    categorical, continuous = list(metadata["categorical_cols"]), list(metadata["continuous_cols"])
+    bad = {c: int(n) for c, n in pdf[categorical].isna().sum().items() if n}
+    bad.update({c: int(n) for c, n in (~np.isfinite(pdf[continuous].astype(np.float64))).sum().items() if n})
+    if bad:
+        raise ValueError(f"missing or non-finite feature values (rows per column): {bad}")
+    inputs = {c: pdf[c].to_numpy(np.int32).reshape(-1, 1) for c in categorical}
+    inputs.update({c: pdf[c].to_numpy(np.float32).reshape(-1, 1) for c in continuous})
+    return inputs

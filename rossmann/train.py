@@ -1,0 +1,297 @@
+"""Distributed training of the Rossmann model, by two routes that write the same model directory.
+
+- `fit_estimator`: Horovod's KerasEstimator on a Spark DataFrame (the Spark route).
+- `train_rank`: the body of one Horovod rank, launched by mpirun / horovodrun / horovod.runner.run (the
+  MPI route); each rank reads its own share of the training Parquet row groups.
+
+Model directory: `model/` (TensorFlow SavedModel), `history.json` ({metric: [value per epoch]}) and
+`metrics.json` (best_val_exp_rmspe, val_rmspe, epochs, ranks, train_rows, val_rows, seconds, ...).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, read_state, restore
+from rossmann.metrics import CUSTOM_OBJECTS, exp_rmspe, rmspe
+from rossmann.model import LOSS, build_model, compile_model, make_optimizer
+from rossmann.predict import predict_log_sales
+from rossmann.prepared import (
+    Metadata,
+    continuous_stats,
+    count_rows,
+    feature_cols,
+    load_metadata,
+    model_inputs,
+    read_split,
+)
+
+log = logging.getLogger(__name__)
+
+History = dict[str, list[float]]
+# Defaults for a quick, good run (~35k rows in about 5 epochs on 2 cores); the reference example's larger
+# network (rossmann.model.build_model's defaults: 1000-1000-1000-500, dropout 0.5) is slower and no better here.
+HIDDEN = (256, 128)
+DROPOUT = 0.1
+LEARNING_RATE = 2e-3
+BATCH_SIZE = 256
+EPOCHS = 5
+VAL_BATCH_SIZE = 8192
+MONITOR = "val_exp_rmspe"  # the saved model is the epoch where this was lowest
+
+
+class EpochLogger(tf.keras.callbacks.Callback):
+    """Logs every epoch's metrics with the rank that computed them."""
+
+    def __init__(self, rank: int, epochs: int):
+        super().__init__()
+        self.rank, self.epochs = rank, epochs
+
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
+        values = " ".join(f"{k}={v:.4f}" for k, v in sorted((logs or {}).items()))
+        log.info("rank %d epoch %d/%d: %s", self.rank, epoch + 1, self.epochs, values)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _plain_history(history: Mapping[str, Sequence[float]]) -> History:
+    return {k: [float(v) for v in values] for k, values in history.items()}
+
+
+def save_training_outputs(
+    model: tf.keras.Model,
+    history: Mapping[str, Sequence[float]],
+    out_dir: str | os.PathLike,
+    extra_metrics: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Write model/, history.json and metrics.json under out_dir (each replaced whole); return the metrics."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    history = _plain_history(history)
+    tmp_model = Path(tempfile.mkdtemp(dir=out, prefix=".model."))
+    try:
+        model.save(str(tmp_model), save_format="tf", include_optimizer=False)  # no Horovod ops in the graph
+        if (out / "model").exists():
+            shutil.rmtree(out / "model")
+        os.replace(tmp_model, out / "model")
+    finally:
+        shutil.rmtree(tmp_model, ignore_errors=True)
+
+    metrics: dict[str, Any] = {"epochs": len(history.get("loss", []))}
+    val = history.get("val_exp_rmspe")
+    if val:
+        best = int(np.argmin(val))
+        metrics.update(best_val_exp_rmspe=val[best], best_epoch=best + 1, final_val_exp_rmspe=val[-1])
+    metrics.update(extra_metrics)
+    _atomic_write_text(out / "history.json", json.dumps(history, indent=1))
+    _atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    log.info("wrote %s: %s", out, metrics)
+    return metrics
+
+
+def _val_rmspe(model: tf.keras.Model, val: pd.DataFrame, metadata: Metadata) -> float:
+    """Exact RMSPE of the whole validation split (the per-batch Keras metric is only an average)."""
+    pred = predict_log_sales(model, val, metadata)
+    return rmspe(np.exp(val[metadata["label_col"]].to_numpy(np.float64)), np.exp(pred))
+
+
+def fit_estimator(
+    spark: Any,
+    prepared_dir: str | os.PathLike,
+    backend: Any,
+    store: Any,
+    epochs: int = EPOCHS,
+    batch_size: int = BATCH_SIZE,
+    learning_rate: float = LEARNING_RATE,
+    hidden: Sequence[int] = HIDDEN,
+    dropout: float = DROPOUT,
+    embedding_width: int = 10,
+    seed: int = 0,
+    compression: Any = None,
+    reader_workers: int = 2,
+    out_dir: str | os.PathLike | None = None,
+    verbose: int = 0,
+) -> tuple[tf.keras.Model, History]:
+    """Train with horovod.spark.keras.KerasEstimator on backend.num_processes() Spark tasks.
+
+    `learning_rate` is per rank (the Estimator multiplies it by the number of ranks); `compression` is a
+    horovod Compression; `reader_workers` is the number of petastorm reader threads per rank. With
+    out_dir, also writes the model directory there. Returns the trained Keras model and its history.
+    """
+    from horovod.spark.keras import KerasEstimator
+    from horovod.tensorflow.keras.callbacks import BestModelCheckpoint
+    from pyspark.sql import functions as F
+
+    start = time.time()
+    prepared = Path(prepared_dir)
+    metadata = load_metadata(prepared)
+    features, label = feature_cols(metadata), metadata["label_col"]
+    ranks = backend.num_processes()
+    model = build_model(metadata, continuous_stats(prepared, metadata), hidden, dropout, embedding_width)
+
+    def split(name: str, is_val: bool) -> Any:
+        return spark.read.parquet(str(prepared / name)).select(*features, label).withColumn("is_val", F.lit(is_val))
+
+    # Round-robin repartitioning gives every partition both train and val rows, so that the Estimator's
+    # train and val Parquet each get at least one non-empty file per rank (petastorm shards by row group).
+    df = split("train", False).unionByName(split("val", True)).repartition(10 * ranks)
+    estimator = KerasEstimator(
+        backend=backend,
+        store=store,
+        model=model,
+        optimizer=make_optimizer(learning_rate),
+        loss=LOSS,
+        metrics=[exp_rmspe],
+        custom_objects=CUSTOM_OBJECTS,
+        feature_cols=features,
+        label_cols=[label],
+        validation="is_val",
+        batch_size=batch_size,
+        val_batch_size=VAL_BATCH_SIZE,
+        epochs=epochs,
+        random_seed=seed,
+        gradient_compression=compression,
+        train_reader_num_workers=reader_workers,
+        val_reader_num_workers=reader_workers,
+        inmemory_cache_all=True,
+        checkpoint_callback=BestModelCheckpoint(monitor=MONITOR, mode="min"),  # return the best epoch
+        verbose=verbose,
+    )
+    log.info("fitting KerasEstimator: %d ranks, %d epochs, batch %d", ranks, epochs, batch_size)
+    keras_model = estimator.fit(df).setOutputCols([f"{label}_pred"])
+    trained, history = keras_model.getModel(), _plain_history(keras_model.getHistory())
+    for epoch in range(len(history.get("loss", []))):
+        log.info("estimator epoch %d/%d: %s", epoch + 1, epochs, {k: round(v[epoch], 4) for k, v in history.items()})
+    if out_dir is not None:
+        val = read_split(prepared / "val", features + [label])
+        save_training_outputs(trained, history, out_dir, {
+            "route": "spark-estimator",
+            "ranks": ranks,
+            "train_rows": count_rows(prepared / "train"),
+            "val_rows": len(val),
+            "val_rmspe": _val_rmspe(trained, val, metadata),
+            "seconds": time.time() - start,
+        })
+    return trained, history
+
+
+def train_rank(
+    prepared_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    epochs: int = EPOCHS,
+    batch_size: int = BATCH_SIZE,
+    learning_rate: float = LEARNING_RATE,
+    seed: int = 0,
+    hidden: Sequence[int] = HIDDEN,
+    dropout: float = DROPOUT,
+    embedding_width: int = 10,
+    compression: Any = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+    callbacks: Sequence[tf.keras.callbacks.Callback] = (),
+    verbose: int = 0,
+) -> History:
+    """Train as one Horovod rank; rank 0 writes the model directory to out_dir. Returns the history.
+
+    Each rank reads every size-th row group of the training split, from the rank-th, and evaluates the
+    whole validation split. `learning_rate` is per rank (scaled by the number of ranks here);
+    `compression` is a horovod Compression (default none; hvd.Compression.fp16 halves allreduce bytes).
+    With `checkpoint_dir`, rank 0 checkpoints every epoch there, and a run that finds a checkpoint
+    resumes after its last epoch (only rank 0 needs to see the directory). The saved model is the epoch
+    with the lowest val_exp_rmspe.
+    """
+    import horovod.tensorflow as hvd_tf
+    import horovod.tensorflow.keras as hvd
+
+    start = time.time()
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    prepared = Path(prepared_dir)
+    metadata = load_metadata(prepared)
+    features, label = feature_cols(metadata), metadata["label_col"]
+
+    train = read_split(prepared / "train", features + [label], shard=(rank, size))
+    val = read_split(prepared / "val", features + [label])
+    train_rows = count_rows(prepared / "train")
+    steps = math.ceil(train_rows / (batch_size * size))  # the same on every rank, so allreduces pair up
+    log.info("rank %d/%d: %d of %d train rows, %d val rows, %d steps per epoch", rank, size, len(train),
+             train_rows, len(val), steps)
+
+    tf.keras.utils.set_random_seed(seed)  # the same initial weights on every rank
+    model = build_model(metadata, continuous_stats(prepared, metadata), hidden, dropout, embedding_width)
+    optimizer = hvd.DistributedOptimizer(
+        make_optimizer(learning_rate * size), compression=compression or hvd.Compression.none
+    )
+    compile_model(model, optimizer)
+
+    state = read_state(checkpoint_dir) if checkpoint_dir is not None and rank == 0 else None
+    state = hvd_tf.broadcast_object(state, root_rank=0) or TrainState()
+    best_weights = None
+    if state.epochs_done:
+        if rank == 0:
+            best_weights = restore(model, checkpoint_dir)
+        hvd_tf.broadcast_variables(model.variables, root_rank=0)
+        log.info("rank %d: resuming after epoch %d of %d", rank, state.epochs_done, epochs)
+    keep_best = KeepBest(MONITOR, state, best_weights)
+    rank_seed = seed + 1000 * rank + state.epochs_done
+    tf.keras.utils.set_random_seed(rank_seed)  # each rank (and each resumption) its own shuffle and dropout
+
+    train_data = (
+        tf.data.Dataset.from_tensor_slices((model_inputs(train, metadata), train[label].to_numpy(np.float32)))
+        .shuffle(len(train), seed=rank_seed, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(batch_size)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    val_data = (model_inputs(val, metadata), val[label].to_numpy(np.float32))
+    result = {k: list(v) for k, v in state.history.items()}  # copied: rank 0's checkpoint appends to state
+    rank_callbacks = [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+        hvd.callbacks.MetricAverageCallback(),  # before any callback that reads the metrics
+        EpochLogger(rank, epochs),
+        keep_best,
+    ]
+    if checkpoint_dir is not None and rank == 0:
+        rank_callbacks.append(EpochCheckpoint(checkpoint_dir, keep_best, state))
+    fitted = model.fit(
+        train_data,
+        steps_per_epoch=steps,
+        epochs=epochs,
+        initial_epoch=state.epochs_done,
+        validation_data=val_data,
+        validation_batch_size=VAL_BATCH_SIZE,
+        callbacks=[*rank_callbacks, *callbacks],
+        verbose=verbose if rank == 0 else 0,
+    )
+    for key, values in fitted.history.items():
+        result.setdefault(key, []).extend(float(v) for v in values)
+    if rank == 0:
+        save_training_outputs(model, result, out_dir, {
+            "route": "horovod-ranks",
+            "ranks": size,
+            "train_rows": train_rows,
+            "val_rows": len(val),
+            "val_rmspe": _val_rmspe(model, val, metadata),
+            "seconds": time.time() - start,
+        })
+    return result

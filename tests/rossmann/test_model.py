@@ -1,0 +1,76 @@
+"""The Keras model and the RMSPE metrics."""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from _fixtures import make_prepared
+from rossmann.metrics import CUSTOM_OBJECTS, exp_rmspe, rmspe
+from rossmann.model import build_model, compile_model, make_optimizer
+from rossmann.predict import predict_log_sales
+from rossmann.prepared import continuous_stats, feature_cols, load_metadata, model_inputs, read_split
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    out = make_prepared(tmp_path_factory.mktemp("prepared"))
+    metadata = load_metadata(out)
+    cols = feature_cols(metadata) + ["Sales_log"]
+    return out, metadata, read_split(out / "train", cols), read_split(out / "val", cols)
+
+
+def test_rmspe_known_values_ignores_zero_sales():
+    # errors of 10%, 10% and 0%; the zero-sales row is not scored
+    assert rmspe([100, 200, 50, 0], [110, 180, 50, 999]) == pytest.approx(math.sqrt(0.02 / 3))
+    with pytest.raises(ValueError):
+        rmspe([0, 0], [1, 2])
+
+
+def test_exp_rmspe_matches_numpy_on_log_sales():
+    sales = np.array([100.0, 200.0, 50.0, 1.0])  # log(1) = 0: not scored, as in the reference metric
+    pred = np.array([110.0, 180.0, 50.0, 7.0])
+    got = exp_rmspe(tf.constant(np.log(sales)[:, None]), tf.constant(np.log(pred)[:, None], tf.float32))
+    assert float(got) == pytest.approx(rmspe(sales[:3], pred[:3]), rel=1e-5)
+    assert float(got) == pytest.approx(0.0816497, rel=1e-5)
+
+
+def test_model_inputs_outputs_and_range(prepared):
+    out, metadata, train, _ = prepared
+    model = build_model(metadata, continuous_stats(out, metadata), hidden=(16,), dropout=0.0)
+    assert model.input_names == feature_cols(metadata)
+    assert len(model.inputs) == 36
+    pred = predict_log_sales(model, train.iloc[:500], metadata)
+    assert pred.shape == (500,)
+    assert np.isfinite(pred).all()
+    top = 1.2 * math.log(metadata["max_sales"])
+    assert (pred > 0).all() and (pred < top).all()
+
+
+def test_model_survives_h5_round_trip_like_the_estimator(prepared, tmp_path):
+    """The Estimator ships the compiled model as HDF5; only built-in layers + the registered metric."""
+    out, metadata, train, _ = prepared
+    model = compile_model(build_model(metadata, continuous_stats(out, metadata), hidden=(8,)), make_optimizer(1e-3))
+    builtin = {name for name in dir(tf.keras.layers)}
+    assert all(type(layer).__name__ in builtin for layer in model.layers)
+    model.save(tmp_path / "m.h5")
+    with tf.keras.utils.custom_object_scope(CUSTOM_OBJECTS):
+        again = tf.keras.models.load_model(tmp_path / "m.h5")
+    rows = train.iloc[:100]
+    np.testing.assert_allclose(predict_log_sales(again, rows, metadata), predict_log_sales(model, rows, metadata),
+                               rtol=1e-6)
+    scores = again.evaluate(model_inputs(rows, metadata), rows["Sales_log"].to_numpy(), return_dict=True, verbose=0)
+    assert set(scores) == {"loss", "exp_rmspe"}
+
+
+def test_training_reduces_val_rmspe(prepared):
+    out, metadata, train, val = prepared
+    tf.keras.utils.set_random_seed(0)
+    model = compile_model(build_model(metadata, continuous_stats(out, metadata), hidden=(64, 32), dropout=0.1),
+                          make_optimizer(2e-3))
+    true_sales = np.exp(val["Sales_log"].to_numpy(np.float64))
+    before = rmspe(true_sales, np.exp(predict_log_sales(model, val, metadata)))
+    model.fit(model_inputs(train, metadata), train["Sales_log"].to_numpy(), batch_size=64, epochs=3, verbose=0)
+    after = rmspe(true_sales, np.exp(predict_log_sales(model, val, metadata)))
+    assert before > 0.5
+    assert after < 0.35

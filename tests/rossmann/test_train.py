@@ -1,0 +1,148 @@
+"""Both training routes: 2 real Horovod ranks (Gloo), and the KerasEstimator on Spark local[2]."""
+import hashlib
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from _fixtures import make_prepared
+from rossmann.checkpoint import read_state
+from rossmann.metrics import rmspe
+from rossmann.model import build_model
+from rossmann.predict import load_model, predict_log_sales
+from rossmann.prepared import continuous_stats, feature_cols, load_metadata, read_split
+
+SMALL = dict(hidden=(64, 32), dropout=0.1, batch_size=64, learning_rate=3e-3)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    return make_prepared(tmp_path_factory.mktemp("prepared"))
+
+
+@pytest.fixture(scope="module")
+def untrained_rmspe(prepared):
+    """Validation RMSPE of a model before training, the bar that training must clear."""
+    metadata = load_metadata(prepared)
+    val = read_split(prepared / "val", feature_cols(metadata) + ["Sales_log"])
+    model = build_model(metadata, continuous_stats(prepared, metadata), hidden=SMALL["hidden"])
+    return rmspe(np.exp(val["Sales_log"]), np.exp(predict_log_sales(model, val, metadata)))
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local[2] session (an already active one, e.g. from conftest, is reused and left running)."""
+    from pyspark.sql import SparkSession
+
+    existing = SparkSession.getActiveSession()
+    session = existing or (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    # Spark's Python workers run $PYSPARK_PYTHON or else python3 on PATH, which may lack this venv's
+    # horovod and TensorFlow; the context's pythonExec decides it for every job started from now on.
+    context = session.sparkContext
+    python, context.pythonExec = context.pythonExec, sys.executable
+    yield session
+    context.pythonExec = python
+    if existing is None:
+        session.stop()
+
+
+def check_model_dir(out, prepared, ranks, epochs, untrained_rmspe):
+    assert (out / "model" / "saved_model.pb").is_file()
+    history = json.loads((out / "history.json").read_text())
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert {"loss", "exp_rmspe", "val_loss", "val_exp_rmspe"} <= set(history)
+    assert all(len(values) == epochs for values in history.values())
+    assert metrics["best_val_exp_rmspe"] == min(history["val_exp_rmspe"])
+    assert metrics["epochs"] == epochs and metrics["ranks"] == ranks
+    assert metrics["train_rows"] == 4800 and metrics["val_rows"] == 560 and metrics["seconds"] > 0
+    assert metrics["val_rmspe"] < 0.5 * untrained_rmspe
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no temporary leftovers
+
+    metadata = load_metadata(prepared)
+    val = read_split(prepared / "val", feature_cols(metadata) + ["Sales_log"])
+    model = load_model(out)
+    reloaded = rmspe(np.exp(val["Sales_log"]), np.exp(predict_log_sales(model, val, metadata)))
+    assert reloaded == pytest.approx(metrics["val_rmspe"], rel=1e-4)
+    return history, metrics
+
+
+def run_two_ranks(prepared, out, **kwargs):
+    """train_rank on 2 real Horovod ranks (Gloo); per rank: (history, sha256 of the final weights)."""
+    import horovod.runner
+
+    def rank_fn():
+        import tensorflow as tf
+        from rossmann.train import train_rank
+
+        digests = []
+
+        class WeightsDigest(tf.keras.callbacks.Callback):
+            def on_train_end(self, logs=None):
+                digest = hashlib.sha256()
+                for w in self.model.get_weights():
+                    digest.update(w.tobytes())
+                digests.append(digest.hexdigest())
+
+        history = train_rank(prepared, out, seed=1, callbacks=[WeightsDigest()], **SMALL, **kwargs)
+        return history, digests[0]
+
+    return horovod.runner.run(rank_fn, num_proc=2, hosts="localhost:2", use_gloo=True)
+
+
+@pytest.fixture(scope="module")
+def two_rank_run(prepared, tmp_path_factory):
+    work = tmp_path_factory.mktemp("ranks")
+    results = run_two_ranks(prepared, work / "trained", epochs=2, checkpoint_dir=work / "checkpoint")
+    return work, results
+
+
+def test_train_rank_on_two_gloo_ranks(prepared, two_rank_run, untrained_rmspe):
+    work, results = two_rank_run
+    (history0, digest0), (history1, digest1) = results
+    assert digest0 == digest1  # the same weights on both ranks after training
+    assert history0 == history1
+    history, metrics = check_model_dir(work / "trained", prepared, ranks=2, epochs=2, untrained_rmspe=untrained_rmspe)
+    assert history == history0
+    assert metrics["route"] == "horovod-ranks"
+    assert history["val_exp_rmspe"][-1] < history["val_exp_rmspe"][0]
+
+
+def test_train_rank_resumes_from_its_checkpoint(prepared, two_rank_run, tmp_path):
+    work, [(first, _), _] = two_rank_run
+    state = read_state(work / "checkpoint")
+    assert state.epochs_done == 2 and state.history == first
+    assert state.best == min(first["val_exp_rmspe"])
+
+    results = run_two_ranks(prepared, tmp_path / "trained", epochs=3, checkpoint_dir=work / "checkpoint")
+    history = results[0][0]
+    assert all(len(values) == 3 for values in history.values())
+    assert {k: v[:2] for k, v in history.items()} == first  # epochs 1-2 from the checkpoint, epoch 3 trained
+    assert read_state(work / "checkpoint").epochs_done == 3
+    metrics = json.loads((tmp_path / "trained" / "metrics.json").read_text())
+    assert metrics["epochs"] == 3 and metrics["best_val_exp_rmspe"] == min(history["val_exp_rmspe"])
+    # the saved model is the best epoch, even when that epoch came from before the restart
+    assert metrics["val_rmspe"] == pytest.approx(metrics["best_val_exp_rmspe"], rel=0.05)
+
+
+def test_fit_estimator_on_spark(spark, prepared, tmp_path, untrained_rmspe):
+    from horovod.spark.common.backend import SparkBackend
+    from horovod.spark.common.store import Store
+    from rossmann.train import fit_estimator
+
+    out = tmp_path / "trained"
+    backend = SparkBackend(num_proc=2, start_timeout=300, use_gloo=True)
+    store = Store.create(str(tmp_path / "store"))
+    model, history = fit_estimator(spark, prepared, backend, store, epochs=3, seed=1, out_dir=out, **SMALL)
+    assert model.input_names == feature_cols(load_metadata(prepared))
+    saved_history, metrics = check_model_dir(out, prepared, ranks=2, epochs=3, untrained_rmspe=untrained_rmspe)
+    assert saved_history == history
+    assert metrics["route"] == "spark-estimator"
+    assert math.isfinite(metrics["best_val_exp_rmspe"])
