@@ -1,16 +1,26 @@
 """The MPI route: a kfmpi-compatible ``MPIJob`` whose local runs start real Horovod ranks."""
 
-import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
 
+import fsspec
 from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
 from flytekit.core.base_task import IgnoreOutputs
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from .runtime import FlyteRankContext, launched_rank, launched_size, logger, run_local, run_rank_in_world
+from .runtime import (
+    FlyteRankContext,
+    failure_report,
+    launched_rank,
+    launched_size,
+    logger,
+    record_failure,
+    run_local,
+    run_rank_in_world,
+)
 from .settings import Horovod
 
 # The launcher's hostfile: the MPI operator mounts it and sets this variable on the launcher pod; Kubernetes
@@ -74,10 +84,27 @@ class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
         return self._adopt(results[0])
 
     def _execute_in_world(self, **kwargs) -> Any:
-        """Already one rank of a launched world (mpirun/horovodrun on a cluster): run once, rank 0 writes outputs."""
+        """Already one rank of a launched world (mpirun/horovodrun on a cluster): run once, rank 0 writes outputs.
+
+        Every rank's pyflyte-execute writes a failure to the same ``error.pb``, last writer wins; so rank 0,
+        whose error is usually only the echo of another rank's ("Horovod has been shut down"), reports the
+        first rank that failed, with its traceback, read from a folder all ranks share.
+        """
+        import flytekit
+        import horovod.tensorflow as hvd
+
         rank, size = launched_rank(), launched_size()
+        failures = f"{flytekit.current_context().raw_output_prefix.rstrip('/')}/horovod-failures"
         logger.info("rank %s of %s: running %s inside the launched world", rank, size, self.name)
-        result = run_rank_in_world(self._task_function, kwargs, self.task_config.horovod)
+        try:
+            result = run_rank_in_world(self._task_function, kwargs, self.task_config.horovod)
+            hvd.join()  # rank 0 must not report success while another rank is still failing
+        except Exception as exc:
+            record_failure(failures, rank, exc)
+            if rank != 0:
+                raise
+            _wait_for_other_failures(failures, timeout=5.0)
+            raise failure_report(failures, exc) from None
         if rank != 0:
             raise IgnoreOutputs(f"rank {rank}: only rank 0 writes the task's outputs")
         return result
@@ -92,6 +119,17 @@ class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
             if deck not in decks:
                 decks.append(deck)
         return result.value
+
+
+def _wait_for_other_failures(failure_dir: str, timeout: float) -> None:
+    """Give the rank that failed first a moment to record its traceback (rank 0 often fails as its echo)."""
+    fs, _, (root,) = fsspec.get_fs_token_paths(failure_dir)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(fs.glob(f"{root}/rank-*.txt")) > 1:
+            return
+        time.sleep(0.2)
+        fs.invalidate_cache()
 
 
 def launcher_command(num_ranks: int, settings: Horovod) -> List[str]:

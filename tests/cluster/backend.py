@@ -1,0 +1,302 @@
+"""What the Flyte backend and the Kubernetes operators do with a registered task, done here with local folders.
+
+Nothing in this module decides WHAT runs: the commands come from the task specs ``pyflyte package`` wrote.
+This module only does the substitutions the cluster does before running them:
+
+- FlyteAdmin/propeller: write the task's inputs as an ``inputs.pb`` LiteralMap, render the ``{{.input}}``-style
+  templates of the container args into per-attempt paths, set the ``FLYTE_INTERNAL_*`` environment variables
+  (flyteplugins ``pluginmachinery/utils/template.go`` and ``flytek8s/k8s_resource_adds.go``);
+- the training-operator's MPIJob controller: mount a hostfile and set ``OMPI_MCA_orte_default_hostfile`` on the
+  launcher container (``pkg/controller.v1/mpi/mpijob_controller.go``, ``newLauncher``/``newConfigMap``);
+- the kubelet: expand ``$(VAR)`` references in container args from the container's declared environment;
+- Flyte's Spark plugin + the Spark operator: turn the ``SparkJob`` custom into Spark properties (executor path ->
+  ``spark.pyspark.python``/``spark.pyspark.driver.python``) and start the driver with the image's entrypoint in
+  ``driver`` mode: ``spark-submit --deploy-mode client --properties-file ... <mainApplicationFile> <args>``
+  (flyteplugins ``k8s/spark/spark.go``; Spark's ``kubernetes/dockerfiles/spark/entrypoint.sh``).
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import tarfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from flyteidl.admin import launch_plan_pb2, task_pb2, workflow_pb2
+from flyteidl.core import literals_pb2, tasks_pb2
+from google.protobuf.json_format import MessageToDict
+
+from tests.conftest import ROOT, VENV_BIN, Ran, _leftovers, run_command
+
+IMAGE = "ghcr.io/example/flytekitplugins-horovod:test"
+VENV_PYTHON = str(VENV_BIN / "python3")  # serialize for THIS venv, so the entrypoint path in the spec exists here
+OBSERVER = Path(__file__).resolve().parent / "observer"
+ENTRYPOINT_SH = ROOT / "docker" / "entrypoint.sh"
+
+
+# ---------------------------------------------------------------- registration: pyflyte package -> specs
+@dataclass
+class Registration:
+    """The entities of one ``pyflyte package`` archive, by name."""
+
+    tasks: Dict[str, tasks_pb2.TaskTemplate] = field(default_factory=dict)
+    workflows: Dict[str, workflow_pb2.WorkflowSpec] = field(default_factory=dict)
+    launch_plans: Dict[str, launch_plan_pb2.LaunchPlan] = field(default_factory=dict)
+    output: str = ""
+
+    def task(self, name: str) -> tasks_pb2.TaskTemplate:
+        assert name in self.tasks, f"task {name} was not registered; registered: {sorted(self.tasks)}"
+        return self.tasks[name]
+
+    def workflow(self, name: str) -> workflow_pb2.WorkflowSpec:
+        assert name in self.workflows, f"workflow {name} was not registered; registered: {sorted(self.workflows)}"
+        return self.workflows[name]
+
+
+def package(pkgs: str, out_dir: Path, *extra: str, env: Optional[Dict[str, str]] = None,
+            python: str = VENV_PYTHON) -> Registration:
+    """Run ``pyflyte --pkgs <pkgs> package`` as a user would and read back every spec it wrote."""
+    archive = out_dir / "flyte-package.tgz"
+    args = [str(VENV_BIN / "pyflyte"), "--pkgs", pkgs, "package", "--image", IMAGE, "--output", str(archive),
+            "--force"]
+    if python:
+        args += ["--python-interpreter", python]
+    ran = run_command(args + list(extra), env=env, timeout=180)
+    assert ran.returncode == 0, ran.output[-3000:]
+    reg = Registration(output=ran.output)
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if not member.name.endswith(".pb"):
+                continue  # the code bundle of a fast (--copy) package
+            data = tar.extractfile(member).read()
+            stem = member.name[: -len(".pb")]
+            kind = stem.rsplit("_", 1)[1]
+            if kind == "1":
+                spec = task_pb2.TaskSpec.FromString(data)
+                reg.tasks[spec.template.id.name] = spec.template
+            elif kind == "2":
+                spec = workflow_pb2.WorkflowSpec.FromString(data)
+                reg.workflows[spec.template.id.name] = spec
+            elif kind == "3":
+                lp = launch_plan_pb2.LaunchPlan.FromString(data)
+                reg.launch_plans[lp.id.name] = lp
+    return reg
+
+
+def custom(template: tasks_pb2.TaskTemplate) -> Dict[str, Any]:
+    return MessageToDict(template.custom)
+
+
+# ---------------------------------------------------------------- propeller: one attempt of a task
+_TEMPLATE = re.compile(r"\{\{\s*[.$](\w+)\s*\}\}", re.IGNORECASE)
+
+
+@dataclass
+class Attempt:
+    """The blob-store paths and environment propeller gives one attempt of a task, as local folders."""
+
+    root: Path
+    project: str = "flytesnacks"
+    domain: str = "development"
+    execution_id: str = "clustertest0001"
+    attempt: int = 0
+
+    def __post_init__(self):
+        for sub in ("inputs", "outputs", "raw", "checkpoint"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    @property
+    def inputs_pb(self) -> Path:
+        return self.root / "inputs" / "inputs.pb"
+
+    @property
+    def output_prefix(self) -> Path:
+        return self.root / "outputs"
+
+    @property
+    def raw_output_prefix(self) -> Path:
+        return self.root / "raw"
+
+    @property
+    def checkpoint_prefix(self) -> Path:
+        return self.root / "checkpoint"
+
+    def write_inputs(self, template: tasks_pb2.TaskTemplate, values: Dict[str, Any]) -> None:
+        """Convert Python values to literals against the REGISTERED interface (as a client does) -> inputs.pb."""
+        from flytekit import FlyteContextManager
+        from flytekit.core.type_engine import TypeEngine
+        from flytekit.models.literals import LiteralMap
+        from flytekit.models.types import LiteralType
+
+        ctx = FlyteContextManager.current_context()
+        variables = template.interface.inputs.variables
+        assert set(values) == set(variables), f"inputs {sorted(values)} != interface {sorted(variables)}"
+        literals = {}
+        for name, value in values.items():
+            lt = LiteralType.from_flyte_idl(variables[name].type)
+            literals[name] = TypeEngine.to_literal(ctx, value, TypeEngine.guess_python_type(lt), lt)
+        self.inputs_pb.write_bytes(LiteralMap(literals).to_flyte_idl().SerializeToString())
+
+    def render(self, args: List[str]) -> List[str]:
+        """propeller's template rendering of container args (first attempt: no previous checkpoint)."""
+        values = {
+            "input": str(self.inputs_pb),
+            "inputprefix": str(self.inputs_pb.parent),
+            "outputprefix": str(self.output_prefix),
+            "rawoutputdataprefix": str(self.raw_output_prefix),
+            "checkpointoutputprefix": str(self.checkpoint_prefix),
+            "prevcheckpointprefix": '""',
+            "perretryuniquekey": f"{self.execution_id}-n0-{self.attempt}",
+        }
+
+        def sub(match: re.Match) -> str:
+            key = match.group(1).lower()
+            assert key in values, f"propeller has no template variable {match.group(0)}"
+            return values[key]
+
+        return [_TEMPLATE.sub(sub, arg) for arg in args]
+
+    def env(self, template: tasks_pb2.TaskTemplate) -> Dict[str, str]:
+        """The environment the task's pod gets: the spec's own env plus what propeller adds."""
+        task_id = template.id
+        env = {kv.key: kv.value for kv in template.container.env}
+        env.update({
+            "FLYTE_INTERNAL_EXECUTION_ID": self.execution_id,
+            "FLYTE_INTERNAL_EXECUTION_PROJECT": self.project,
+            "FLYTE_INTERNAL_EXECUTION_DOMAIN": self.domain,
+            "FLYTE_INTERNAL_TASK_PROJECT": task_id.project or self.project,
+            "FLYTE_INTERNAL_TASK_DOMAIN": task_id.domain or self.domain,
+            "FLYTE_INTERNAL_TASK_NAME": task_id.name,
+            "FLYTE_INTERNAL_TASK_VERSION": task_id.version or "v1",
+            "FLYTE_ATTEMPT_NUMBER": str(self.attempt),
+        })
+        return env
+
+    def outputs(self) -> Dict[str, literals_pb2.Literal]:
+        path = self.output_prefix / "outputs.pb"
+        assert path.exists(), f"no outputs.pb in {self.output_prefix}: {sorted(os.listdir(self.output_prefix))}"
+        return dict(literals_pb2.LiteralMap.FromString(path.read_bytes()).literals)
+
+    def error_files(self) -> List[str]:
+        return sorted(p.name for p in self.output_prefix.iterdir() if p.name.startswith("error"))
+
+
+def value(literal: literals_pb2.Literal) -> Any:
+    """A literal's plain value: primitives, blob URIs, collections, maps."""
+    if literal.HasField("collection"):
+        return [value(item) for item in literal.collection.literals]
+    if literal.HasField("map"):
+        return {k: value(v) for k, v in literal.map.literals.items()}
+    scalar = literal.scalar
+    if scalar.HasField("blob"):
+        return scalar.blob.uri
+    primitive = scalar.primitive
+    return getattr(primitive, primitive.WhichOneof("value"))
+
+
+def run_pod_command(args: List[str], env: Dict[str, str], timeout: float) -> Ran:
+    """``run_command`` for a pod's command; on a timeout, stop what it started and fail with a clear message."""
+    token = f"CLUSTER_TEST_POD_{uuid.uuid4().hex}"
+    try:
+        return run_command(args, env={**env, token: "1"}, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in _leftovers(token):  # only processes of this run carry the token
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        raise AssertionError(f"the pod command did not finish in {timeout:.0f} s: {' '.join(args)}") from None
+
+
+# ---------------------------------------------------------------- kubelet: $(VAR) in container args
+def expand_k8s(arg: str, env: Dict[str, str]) -> str:
+    """Kubernetes' expansion of container command/args: ``$(NAME)`` -> value of NAME in the container's env
+    (left as is when NAME is not defined), ``$$`` -> ``$`` (k8s.io/kubernetes third_party/forked/golang/expansion)."""
+    out, i = [], 0
+    while i < len(arg):
+        if arg[i] == "$" and i + 1 < len(arg):
+            nxt = arg[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = arg.find(")", i + 2)
+                if end != -1:
+                    name = arg[i + 2:end]
+                    out.append(env[name] if name in env else arg[i:end + 1])
+                    i = end + 1
+                    continue
+        out.append(arg[i])
+        i += 1
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- the MPI operator's launcher
+def mpi_launcher(template: tasks_pb2.TaskTemplate, attempt: Attempt, workdir: Path,
+                 extra_env: Optional[Dict[str, str]] = None) -> Ran:
+    """Run the launcher container's command on localhost: ranks on a hostfile ``localhost slots=<ranks>``.
+
+    The operator's hostfile lists each worker pod with ``slots=<slots per worker>``; here all ranks share this host.
+    """
+    spec = custom(template)
+    ranks = int(spec["workerReplicas"]["replicas"]) * int(spec.get("slots", 1))
+    hostfile = workdir / "hostfile"
+    hostfile.write_text(f"localhost slots={ranks}\n")
+    container_env = {**attempt.env(template), "OMPI_MCA_orte_default_hostfile": str(hostfile)}
+    args = [expand_k8s(a, container_env) for a in attempt.render(list(template.container.args))]
+    assert list(template.container.command) == [], "the image's entrypoint must run the args (pass-through)"
+    ran = run_pod_command(["bash", str(ENTRYPOINT_SH), *args], env={**container_env, **(extra_env or {})},
+                          timeout=180)
+    ran.command = args  # what the launcher container ran, after propeller's and the kubelet's substitutions
+    return ran
+
+
+# ---------------------------------------------------------------- the Spark operator's driver
+def spark_driver(template: tasks_pb2.TaskTemplate, attempt: Attempt, workdir: Path, master: str = "local[2]",
+                 extra_env: Optional[Dict[str, str]] = None) -> Ran:
+    """Start the Spark driver as the driver pod does, with ``--master local[2]`` instead of ``k8s://``."""
+    import pyspark
+
+    job = custom(template)
+    conf = dict(job.get("sparkConf", {}))
+    if job.get("executorPath"):  # flyteplugins spark.go getSparkConfig
+        conf["spark.pyspark.python"] = job["executorPath"]
+        conf["spark.pyspark.driver.python"] = job["executorPath"]
+    conf["spark.app.name"] = f"{attempt.execution_id}-{template.id.name}"
+    properties = workdir / "spark.properties"
+    properties.write_text("".join(f"{k}={v}\n" for k, v in sorted(conf.items())))
+    args = attempt.render(list(template.container.args))
+    env = {
+        **attempt.env(template),
+        "SPARK_HOME": os.path.dirname(pyspark.__file__),
+        "SPARK_DRIVER_BIND_ADDRESS": "127.0.0.1",  # the driver pod's IP; here the loopback
+        **(extra_env or {}),
+    }
+    command = ["bash", str(ENTRYPOINT_SH), "driver", "--master", master, "--properties-file", str(properties),
+               job["mainApplicationFile"], *args]
+    ran = run_pod_command(command, env=env, timeout=180)
+    ran.command = command[2:]  # after the entrypoint script: driver --master ... <application> <args>
+    return ran
+
+
+# ---------------------------------------------------------------- who wrote what
+def observed_env(log: Path) -> Dict[str, str]:
+    """Environment that loads ``observer/sitecustomize.py`` in every Python process, logging file writes to ``log``."""
+    path = os.pathsep.join(filter(None, [str(OBSERVER), os.environ.get("PYTHONPATH", "")]))
+    return {"PYTHONPATH": path, "CLUSTER_TEST_WRITE_LOG": str(log)}
+
+
+def writes(log: Path, under: Optional[Path] = None) -> List[Dict[str, Any]]:
+    """The logged writes (each: event, path, rank, pid), of files under ``under`` or anywhere."""
+    if not log.exists():
+        return []
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    if under is None:
+        return entries
+    root = os.path.realpath(under)
+    return [e for e in entries if os.path.realpath(e["path"]).startswith(root + os.sep)]

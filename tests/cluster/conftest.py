@@ -1,0 +1,13 @@
+"""Session fixtures: the specs ``pyflyte package`` writes, made once and shared by the cluster-path tests."""
+
+import pytest
+
+from tests.cluster.backend import package
+
+FLOWS = "tests.cluster.flows"
+
+
+@pytest.fixture(scope="session")
+def flows_registration(tmp_path_factory):
+    """``pyflyte --pkgs tests.cluster.flows package`` for this venv's interpreter (real entrypoint paths)."""
+    return package(FLOWS, tmp_path_factory.mktemp("package-flows"))

@@ -1,0 +1,130 @@
+"""Small workflows for the cluster-path tests: serialized with ``pyflyte package``, then run by the exact commands
+the MPI operator's launcher and the Spark operator's driver would run.
+
+Every rank writes ``rank-<r>.json`` into ``marker_dir`` (a plain path, shared by the ranks of a local run), so a test
+can prove how many ranks ran the body and what each one saw. ``rank_one_fails`` is the failure path. ``CLUSTER_FLOWS_BREAK`` deliberately breaks the config
+(``ranks``: 3 MPI ranks instead of 2; ``task_type``: the Spark-route task loses its Spark config) so that a test can
+show the registration checks catch it.
+"""
+
+import json
+import os
+import sys
+import typing
+
+import flytekit
+from flytekit import task, workflow
+from flytekit.types.directory import FlyteDirectory
+
+from flytekitplugins.horovod import Horovod, HorovodSpark, Launcher, MPIJob, Worker, spark_run
+
+BREAK = set(filter(None, os.environ.get("CLUSTER_FLOWS_BREAK", "").split(",")))
+MPI_WORKERS = 3 if "ranks" in BREAK else 2
+SPARK_CONFIG = None if "task_type" in BREAK else HorovodSpark(num_proc=2, spark_conf={"spark.sql.shuffle.partitions": "4"})
+
+Allreduce = typing.NamedTuple("Allreduce", [("total", float), ("size", int), ("model", FlyteDirectory)])
+
+
+def _allreduce_and_mark(scale: float, marker_dir: str) -> typing.Tuple[int, int, float]:
+    """One rank: a real allreduce of ``scale * (rank + 1)``, then a marker file with what this rank saw."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    rank, size = hvd.rank(), hvd.size()
+    total = float(hvd.allreduce(tf.constant(scale * (rank + 1)), op=hvd.Sum))
+    seen = {
+        "rank": rank,
+        "size": size,
+        "total": total,
+        "pid": os.getpid(),
+        "env": {k: os.environ.get(k) for k in ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "HOROVOD_CONTROLLER",
+                                               "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME",
+                                               "FLYTE_INTERNAL_EXECUTION_ID")},
+    }
+    os.makedirs(marker_dir, exist_ok=True)
+    with open(os.path.join(marker_dir, f"rank-{rank}.json"), "w") as f:
+        json.dump(seen, f)
+    return rank, size, total
+
+
+def _model_dir(rank: int, total: float) -> FlyteDirectory:
+    """A directory output, as a training task returns its model; written by the rank that runs this."""
+    out = os.path.join(flytekit.current_context().working_directory, "model")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "weights.txt"), "w") as f:
+        f.write(f"total={total} rank={rank}\n")
+    return FlyteDirectory(out)
+
+
+@task(
+    task_config=MPIJob(
+        launcher=Launcher(replicas=1),
+        worker=Worker(replicas=MPI_WORKERS),
+        horovod=Horovod(controller="mpi", fusion_threshold_mb=32),
+    )
+)
+def allreduce_mpi(scale: float, marker_dir: str) -> Allreduce:
+    """MPI route, controller mpi: the launcher runs ``mpirun -np 2 ... pyflyte-execute``; this body runs per rank."""
+    rank, size, total = _allreduce_and_mark(scale, marker_dir)
+    return Allreduce(total, size, _model_dir(rank, total))
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=1), slots=2, horovod=Horovod(controller="gloo", cycle_time_ms=2.5)))
+def allreduce_gloo(scale: float, marker_dir: str) -> Allreduce:
+    """MPI route, controller gloo: the launcher runs ``horovodrun -np 2 --hostfile ... --gloo ... pyflyte-execute``."""
+    rank, size, total = _allreduce_and_mark(scale, marker_dir)
+    return Allreduce(total, size, _model_dir(rank, total))
+
+
+SparkResult = typing.NamedTuple("SparkResult", [("totals", typing.List[float]), ("rows", int),
+                                                ("conf", typing.Dict[str, str]), ("model", FlyteDirectory)])
+
+
+@task(task_config=SPARK_CONFIG)
+def spark_allreduce(scale: float, marker_dir: str) -> SparkResult:
+    """Spark route: the body runs on the Spark driver; the ranks run as Spark tasks through ``spark_run``."""
+    spark = flytekit.current_context().spark_session
+    rows = spark.range(0, 1000, numPartitions=4).count()
+    results = spark_run(_allreduce_and_mark, {"scale": scale, "marker_dir": marker_dir}, all_ranks=True)
+    totals = [total for _, _, total in results]
+    conf = {  # what the driver's session was started with
+        "master": spark.sparkContext.master,
+        "spark.sql.shuffle.partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+        "driver_python": sys.executable,
+        "driver_pid": str(os.getpid()),
+    }
+    return SparkResult(totals, rows, conf, _model_dir(-1, totals[0]))
+
+
+@task
+def report(mpi_model: FlyteDirectory, spark_model: FlyteDirectory) -> str:
+    """A plain task downstream of both routes, reading both directory outputs."""
+    texts = []
+    for d in (mpi_model, spark_model):
+        with open(os.path.join(d.download(), "weights.txt")) as f:
+            texts.append(f.read().strip())
+    return " | ".join(texts)
+
+
+@workflow
+def cluster_wf(scale: float = 1.0, marker_dir: str = "/tmp/markers") -> typing.Tuple[str, FlyteDirectory]:
+    """Spark route and MPI route side by side, joined by a plain task: the edges the registration test checks."""
+    mpi = allreduce_mpi(scale=scale, marker_dir=marker_dir)
+    sp = spark_allreduce(scale=scale, marker_dir=marker_dir)
+    return report(mpi_model=mpi.model, spark_model=sp.model), mpi.model
+
+
+@workflow
+def gloo_wf(scale: float = 1.0, marker_dir: str = "/tmp/markers") -> float:
+    return allreduce_gloo(scale=scale, marker_dir=marker_dir).total
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
+def rank_one_fails() -> float:
+    """MPI route: rank 1 raises; rank 0 then fails in the allreduce rank 1 never joins."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    if hvd.rank() == 1:
+        raise ValueError("rank one cannot go on")
+    return float(hvd.allreduce(tf.constant(1.0)))

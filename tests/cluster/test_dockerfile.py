@@ -1,0 +1,205 @@
+"""The Dockerfile, checked without Docker: it installs Python packages only through scripts/setup.sh with
+constraints.txt (the local set-up's script and pins), its Python and Java match this environment, it builds nothing
+the local set-up does not, and the paths flytekit serializes by default exist in it."""
+
+import re
+import shlex
+import subprocess
+import sys
+from collections import OrderedDict
+from importlib import metadata
+from pathlib import Path
+
+from tests.cluster import contract as c
+from tests.conftest import ROOT, run_command
+
+DOCKERFILE = ROOT / "Dockerfile"
+SETUP_SH = (ROOT / "scripts" / "setup.sh").read_text()
+BUILD_TOOLS = {"pip", "setuptools", "wheel"}
+
+
+def instructions():
+    """(INSTRUCTION, arguments) pairs, comments (and the syntax directive) dropped, continuation lines joined."""
+    out, parts = [], []
+    for line in DOCKERFILE.read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#") or not stripped:
+            continue
+        parts.append(stripped[:-1].strip() if stripped.endswith("\\") else stripped)
+        if not stripped.endswith("\\"):
+            keyword, _, rest = " ".join(parts).partition(" ")
+            out.append((keyword.upper(), rest.strip()))
+            parts = []
+    return out
+
+
+def of(keyword):
+    return [rest for kw, rest in instructions() if kw == keyword]
+
+
+def env():
+    values = {}
+    for rest in of("ENV"):
+        for item in shlex.split(rest):
+            name, _, value = item.partition("=")
+            values[name] = value
+    return values
+
+
+def arg_default(name):
+    for rest in of("ARG"):
+        key, _, default = rest.partition("=")
+        if key == name:
+            return default
+    raise AssertionError(f"no ARG {name} in the Dockerfile")
+
+
+def pins():
+    result = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            result[_norm(name)] = version.strip()
+    return result
+
+
+def _norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def setup_run():
+    runs = [r for r in of("RUN") if "scripts/setup.sh" in r]
+    assert len(runs) == 1, f"the image must run scripts/setup.sh exactly once, found {runs}"
+    return runs[0]
+
+
+# ---------------------------------------------------------------- same Python, same Java, same distribution
+def test_base_image_python_matches_the_project_and_this_venv():
+    (base,) = of("FROM")
+    assert base == "python:3.11-slim-bookworm"
+    minor = re.match(r"python:(\d+\.\d+)", base).group(1)
+    assert f"{sys.version_info.major}.{sys.version_info.minor}" == minor  # this venv
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'requires-python = ">={minor},<3.{int(minor.split(".")[1]) + 1}"' in pyproject
+    assert f"PYTHON=${{PYTHON:-python{minor}}}" in SETUP_SH
+    assert env()["SPARK_HOME"] == f"/opt/venv/lib/python{minor}/site-packages/pyspark"
+    os_release = Path("/etc/os-release").read_text()
+    assert "VERSION_CODENAME=bookworm" in os_release  # the same Debian release, so the same OpenMPI and Java
+
+
+def test_system_packages_cover_what_setup_sh_would_install_and_java_matches():
+    apt = " ".join(r for r in of("RUN") if "apt-get install" in r)
+    for package in ("openjdk-17-jre-headless", "openmpi-bin", "libopenmpi-dev", "openssh-client", "openssh-server",
+                    "cmake", "g++", "procps", "tini"):
+        assert f" {package}" in apt, f"the image lacks {package}"
+    # everything setup.sh apt-installs when missing is already there, so it installs no system package of its own
+    for group in re.findall(r"missing\+=\(([^)]*)\)", SETUP_SH):
+        for package in group.split():
+            assert f" {package}" in apt, f"setup.sh may install {package}, the Dockerfile does not"
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    assert re.search(r'version "17\.', java), java  # openjdk-17 here, openjdk-17-jre-headless there
+
+
+# ---------------------------------------------------------------- same pins, same script
+def test_python_packages_come_only_from_setup_sh_with_constraints():
+    run = setup_run()
+    assert "VENV=/opt/venv" in run and "TF_PACKAGE=${TF_PACKAGE}" in run and "WITH_MPI=1" in run
+    assert "bash scripts/setup.sh" in run
+    copied = " ".join(of("COPY")[:2])
+    for needed in ("pyproject.toml", "constraints.txt", "scripts/setup.sh"):
+        assert needed in copied, f"{needed} must be in the image before setup.sh runs"
+    # nothing else installs Python packages or builds anything: every command of every RUN is one of these
+    for rest in of("RUN"):
+        for command in re.split(r"&&|;", re.sub(r"^(--\S+\s+)+", "", rest)):
+            words = shlex.split(command)
+            while words and re.match(r"^[A-Z_]+=", words[0]):
+                words.pop(0)  # VAR=value prefixes
+            if words[:2] == ["bash", "scripts/setup.sh"]:
+                continue
+            if words[:2] == ["python", "-c"]:
+                assert re.fullmatch(r"import [\w., ]+", words[2]), command  # an import check, nothing installed
+                continue
+            assert words[0] in ("apt-get", "rm", "mkdir", "touch", "chmod"), f"unexpected build step: {command}"
+            assert words[0] != "apt-get" or words[1] in ("update", "install"), command
+    # setup.sh installs every package with the constraints, except the Horovod wheel it built itself (--no-deps)
+    installs = [line for line in SETUP_SH.splitlines() if '"${PIP[@]}" install' in line]
+    assert installs and all('-c "$CONSTRAINTS"' in line or "--no-deps" in line for line in installs), installs
+    assert "CONSTRAINTS=$ROOT/constraints.txt" in SETUP_SH
+
+
+def test_tf_package_build_argument_selects_a_pinned_wheel():
+    assert arg_default("TF_PACKAGE") == "tensorflow-cpu"
+    pinned = pins()
+    assert pinned["tensorflow-cpu"] == pinned["tensorflow"]  # --build-arg TF_PACKAGE=tensorflow: the same version
+    assert 'tf_version=$(grep -E "^tensorflow-cpu==" "$CONSTRAINTS"' in SETUP_SH
+
+
+def test_this_environment_is_exactly_the_pins_so_the_image_gets_the_same():
+    """Every distribution here (pip, setuptools and wheel included) is pinned at the version installed here; the
+    image installs through the same constraints, so any package resolved differently there would be an unpinned one,
+    and there is none."""
+    pinned = pins()
+    installed = {_norm(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    installed.pop("flytekitplugins-horovod")  # this project, installed editable from the source tree
+    unpinned = sorted(set(installed) - set(pinned))
+    assert unpinned == [], f"installed but not pinned in constraints.txt (run scripts/freeze.sh): {unpinned}"
+    wrong = {name: (installed[name], version) for name, version in pinned.items()
+             if name in installed and installed[name] != version}
+    assert wrong == {}, f"installed version differs from constraints.txt: {wrong}"
+    absent = sorted(set(pinned) - set(installed))
+    assert absent in (["tensorflow"], ["tensorflow-cpu"]), absent  # the other value of TF_PACKAGE
+    assert BUILD_TOOLS <= set(pinned)  # the tools that build Horovod and the editable install are pinned too
+
+
+# ---------------------------------------------------------------- where flytekit and the operators look
+def test_serialization_defaults_point_into_the_image():
+    from flytekit.clis.sdk_in_container.package import package as package_command
+    from flytekit.configuration import DEFAULT_RUNTIME_PYTHON_INTERPRETER, ImageConfig, SerializationSettings
+    from flytekit.tools.translator import get_serializable
+
+    from tests.cluster.flows import cluster_flows as flows
+    from tests.cluster.test_registration import FLOWS_DESIGN
+
+    values = env()
+    venv = str(Path(DEFAULT_RUNTIME_PYTHON_INTERPRETER).parent.parent)
+    assert values["VENV"] == venv == "/opt/venv" and values["PATH"].startswith("/opt/venv/bin:")
+    source_root = next(p.default for p in package_command.params if p.name == "in_container_source_path")
+    assert of("WORKDIR") == [source_root] == ["/root"] and values["PYTHONPATH"] == source_root
+    assert "COPY . /root" in [f"COPY {rest}" for rest in of("COPY")]
+
+    # serialized with flytekit's defaults (as `pyflyte register --image ...` does), the commands name /opt/venv paths
+    settings = SerializationSettings(image_config=ImageConfig.auto(img_name="registry.example/hvd:1"),
+                                     project="p", domain="d", version="v1")
+    for name in ("allreduce_mpi", "allreduce_gloo", "spark_allreduce"):
+        spec = get_serializable(OrderedDict(), settings, getattr(flows, name))
+        c.check_task(spec.template.to_flyte_idl(), FLOWS_DESIGN[name], DEFAULT_RUNTIME_PYTHON_INTERPRETER)
+
+
+def test_entrypoint_is_spark_compatible_and_passes_other_commands_through():
+    assert of("ENTRYPOINT") == ['["/opt/entrypoint.sh"]']
+    assert "docker/entrypoint.sh /opt/entrypoint.sh" in of("COPY")
+    script = (ROOT / "docker" / "entrypoint.sh").read_text()
+    for needed in ("driver)", "executor)", "--deploy-mode client", "spark.driver.bindAddress=",
+                   "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend", "tini -s --"):
+        assert needed in script, needed
+    spark_home = Path(__import__("pyspark").__file__).parent  # the same pinned pyspark the image installs
+    assert list((spark_home / "jars").glob("spark-kubernetes_*.jar")), "executor mode needs Spark's k8s backend"
+    assert (spark_home / "bin" / "spark-submit").exists()
+    ran = run_command(["bash", str(ROOT / "docker" / "entrypoint.sh"), sys.executable, "-c", "print('through')"])
+    assert ran.returncode == 0 and ran.output.rstrip().endswith("through"), ran.output
+    ran = run_command(["bash", str(ROOT / "docker" / "entrypoint.sh")])
+    assert ran.returncode == 2 and "no command given" in ran.output
+
+
+def test_dockerignore_keeps_the_local_environment_out_of_the_image():
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    assert {".venv", ".cache", ".git", "*.egg-info"} <= ignored
+
+
+def test_deploy_doc_shows_building_and_registering_with_the_image():
+    doc = (ROOT / "docs" / "deploy.md").read_text()
+    for needed in ("docker build", "--build-arg TF_PACKAGE=tensorflow", "pyflyte register", "--image",
+                   "pyflyte --pkgs workflows package", "spark", "mpi", "training-operator", "spark-operator",
+                   "gang", "slots", "5800"):
+        assert needed in doc, f"docs/deploy.md does not mention {needed!r}"

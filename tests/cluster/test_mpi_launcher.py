@@ -1,0 +1,94 @@
+"""The MPI operator's launcher, run here: the serialized MPI-route command, rendered as propeller renders it, with the
+hostfile variable the operator sets, run on localhost with real OpenMPI (``mpirun -np 2``) and real ``horovodrun -np 2
+--gloo``. Only the paths are local; the command is the registered one, not written in this test."""
+
+import json
+import os
+import time
+
+import pytest
+
+from tests.cluster.backend import Attempt, mpi_launcher, observed_env, value, writes
+from tests.conftest import _leftovers
+
+FLOWS = "tests.cluster.flows.cluster_flows"
+SCALE = 2.0  # each rank contributes SCALE * (rank + 1): the allreduce sum over 2 ranks is 6.0
+
+
+@pytest.mark.parametrize("task, launcher, rank_var, tag, setting", [
+    ("allreduce_mpi", "mpirun", "OMPI_COMM_WORLD_RANK", "[1,1]<stderr>:",
+     ("HOROVOD_FUSION_THRESHOLD", str(32 * 1024 * 1024))),
+    ("allreduce_gloo", "horovodrun", "HOROVOD_RANK", "[1]<stderr>:", ("HOROVOD_CYCLE_TIME", "2.5")),
+])
+def test_launcher_command_runs_two_ranks_and_only_rank_0_writes_outputs(
+        flows_registration, tmp_path, task, launcher, rank_var, tag, setting):
+    template = flows_registration.task(f"{FLOWS}.{task}")
+    assert template.type == "mpi" and template.container.args[0] == launcher
+    attempt = Attempt(tmp_path / "attempt")
+    markers, log = tmp_path / "markers", tmp_path / "writes.log"
+    attempt.write_inputs(template, {"scale": SCALE, "marker_dir": str(markers)})
+
+    ran = mpi_launcher(template, attempt, tmp_path, extra_env=observed_env(log))
+    assert ran.returncode == 0, ran.output[-4000:]
+    # the launcher ran the registered command, word for word, with only propeller's paths and the hostfile filled in
+    registered = list(template.container.args)
+    assert len(ran.command) == len(registered)
+    for spec_word, ran_word in zip(registered, ran.command):
+        if spec_word == "$(OMPI_MCA_orte_default_hostfile)":
+            assert ran_word == str(tmp_path / "hostfile")
+        elif "{{" in spec_word:
+            assert ran_word == '""' or ran_word.startswith(str(attempt.root)), (spec_word, ran_word)
+        else:
+            assert ran_word == spec_word
+    assert f"entrypoint.sh: {' '.join(ran.command)}" in ran.output.splitlines()
+
+    # the body ran on 2 ranks, in 2 processes, each in the same world, with the Horovod settings exported
+    seen = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in markers.glob("rank-*.json")}
+    assert sorted(seen) == [0, 1], ran.output[-4000:]
+    assert {s["size"] for s in seen.values()} == {2} and {s["total"] for s in seen.values()} == {6.0}
+    assert seen[0]["pid"] != seen[1]["pid"]
+    for rank, s in seen.items():
+        assert s["env"][rank_var] == str(rank)  # started by the launcher, not by the plugin's local runtime
+        assert s["env"]["FLYTE_INTERNAL_EXECUTION_ID"] == attempt.execution_id
+        assert s["env"][setting[0]] == setting[1]
+
+    # outputs.pb: written once, by rank 0, with the allreduce result; no error document; rank 1 ignored its outputs
+    outputs = {k: value(v) for k, v in attempt.outputs().items()}
+    assert outputs["total"] == 6.0 and outputs["size"] == 2
+    assert sorted(os.listdir(attempt.output_prefix)) == ["outputs.pb"]
+    assert attempt.error_files() == []
+    opened = [w for w in writes(log, attempt.output_prefix) if w["event"] == "open"]
+    assert [(w["path"], w["rank"], w["pid"]) for w in opened] == [
+        (str(attempt.output_prefix / "outputs.pb"), 0, seen[0]["pid"])], opened
+    by_rank_1 = [w["path"] for w in writes(log) if w["pid"] == seen[1]["pid"] or w["rank"] == 1]
+    written = [p for p in by_rank_1 if os.path.basename(p) == "outputs.pb" or os.path.basename(p).startswith("error")]
+    assert written == [], written  # rank 1 wrote no outputs.pb or error document anywhere, not even in its sandbox
+    assert any(line.startswith(tag) and "IgnoreOutputs received" in line for line in ran.output.splitlines())
+
+    # the directory output: uploaded by rank 0 only, under the raw output prefix
+    model = outputs["model"]
+    assert os.path.dirname(model) == str(attempt.raw_output_prefix)
+    assert os.listdir(attempt.raw_output_prefix) == [os.path.basename(model)]
+    with open(os.path.join(model, "weights.txt")) as f:
+        assert f.read() == "total=6.0 rank=0\n"
+    assert {w["pid"] for w in writes(log, attempt.raw_output_prefix)} == {seen[0]["pid"]}
+
+    time.sleep(0.5)
+    assert _leftovers(ran.marker) == [], "launcher left processes running"
+
+
+def test_a_failing_rank_is_reported_with_its_own_error(flows_registration, tmp_path):
+    from flyteidl.core import errors_pb2
+
+    template = flows_registration.task(f"{FLOWS}.rank_one_fails")
+    attempt = Attempt(tmp_path / "attempt")
+    attempt.write_inputs(template, {})
+    ran = mpi_launcher(template, attempt, tmp_path)
+    # pyflyte-execute records a user error in error.pb and exits 0 (so does mpirun); Flyte fails the task from error.pb
+    assert ran.returncode == 0, ran.output[-4000:]
+    assert "outputs.pb" not in os.listdir(attempt.output_prefix)
+    assert attempt.error_files() == ["error.pb"]
+    error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error
+    assert "ValueError: rank one cannot go on" in error.message, error.message[-800:]
+    time.sleep(0.5)
+    assert _leftovers(ran.marker) == []
