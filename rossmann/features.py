@@ -1,0 +1,308 @@
+"""Spark feature engineering for Rossmann, after Horovod's keras_spark_rossmann_estimator.py.
+
+`prepare` turns the loaded files into train/val/test Parquet datasets plus metadata.json (the contract
+the model, training and prediction code reads). Each step is a small function on DataFrames.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+import os
+import shutil
+import time
+import uuid
+
+import pyarrow.parquet as pq
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from rossmann.data import RawData, RossmannDataError
+from rossmann.dates import validation_window
+
+log = logging.getLogger(__name__)
+
+CATEGORICAL_COLS = [
+    "Store", "State", "DayOfWeek", "Year", "Month", "Day", "Week", "CompetitionMonthsOpen", "Promo2Weeks",
+    "StoreType", "Assortment", "PromoInterval", "CompetitionOpenSinceYear", "Promo2SinceYear", "Events", "Promo",
+    "StateHoliday", "SchoolHoliday",
+]
+CONTINUOUS_COLS = [
+    "CompetitionDistance", "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity",
+    "Mean_Humidity", "Min_Humidity", "Max_Wind_SpeedKm_h", "Mean_Wind_SpeedKm_h", "CloudCover", "trend", "trend_de",
+    "BeforePromo", "AfterPromo", "AfterStateHoliday", "BeforeStateHoliday", "BeforeSchoolHoliday",
+    "AfterSchoolHoliday",
+]
+EVENT_COLS = ["Promo", "StateHoliday", "SchoolHoliday"]
+LABEL_COL = "Sales_log"
+NO_COMPETITION_DISTANCE = 100_000.0  # metres; stands for "no competitor nearby" (the real maximum is 75,860)
+MAX_COMPETITION_MONTHS = 24
+MAX_PROMO2_WEEKS = 25
+WEATHER_COLS = [
+    "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity", "Mean_Humidity", "Min_Humidity",
+    "Max_Wind_SpeedKm_h", "Mean_Wind_SpeedKm_h", "CloudCover", "Events",
+]
+
+
+# --- joins ----------------------------------------------------------------------------------------------
+
+def google_trends(googletrend: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(State, WeekStart, trend) per state, and (WeekStart, trend_de) for the whole country.
+
+    Weeks run Sunday..Saturday; googletrend's state NI is store_states' "HB,NI"."""
+    g = googletrend.withColumn("WeekStart", F.substring("week", 1, 10).cast("date"))
+    state = F.regexp_extract("file", r"^Rossmann_DE_(.+)$", 1)
+    per_state = g.filter(state != "").select(
+        F.when(state == "NI", "HB,NI").otherwise(state).alias("State"), "WeekStart", "trend")
+    country = g.filter(F.col("file") == "Rossmann_DE").select("WeekStart", F.col("trend").alias("trend_de"))
+    return per_state, country
+
+
+def join_sources(df: DataFrame, raw: RawData) -> DataFrame:
+    """Add store.csv and the store's State, its state's Google trend for the week (+ trend_de), and weather.
+
+    Left joins: a day with no trend or weather row keeps nulls (filled later), it is never dropped."""
+    store = raw.store.join(raw.store_states, "Store")
+    weather = (raw.weather.join(raw.state_names, raw.weather["file"] == raw.state_names["StateName"])
+               .select("State", "Date", *WEATHER_COLS))
+    per_state, country = google_trends(raw.googletrend)
+    return (df.join(F.broadcast(store), "Store", "left")
+            .withColumn("WeekStart", F.expr("date_sub(Date, dayofweek(Date) - 1)"))  # the Sunday on or before
+            .join(F.broadcast(per_state), ["State", "WeekStart"], "left")
+            .join(F.broadcast(country), "WeekStart", "left")
+            .join(F.broadcast(weather), ["State", "Date"], "left")
+            .drop("WeekStart"))
+
+
+# --- derived columns ------------------------------------------------------------------------------------
+
+def add_date_parts(df: DataFrame) -> DataFrame:
+    """Year, Month, Day, ISO Week and DayOfWeek (Monday = 1, as in train.csv) from Date."""
+    return (df.withColumn("Year", F.year("Date")).withColumn("Month", F.month("Date"))
+            .withColumn("Day", F.dayofmonth("Date")).withColumn("Week", F.weekofyear("Date"))
+            .withColumn("DayOfWeek", (F.dayofweek("Date") + 5) % 7 + 1))
+
+
+def _clamped_days(since: Column, year: Column, limit: int) -> Column:
+    """Days from `since` to Date clamped to [0, limit]; 0 when the year is unknown (1900)."""
+    days = F.greatest(F.lit(0), F.least(F.lit(limit), F.datediff("Date", since)))
+    return F.when(year > 1900, days).otherwise(0)
+
+
+def add_competition_features(df: DataFrame) -> DataFrame:
+    """CompetitionOpenSince (15th of the month; unknown = 1900-01), CompetitionMonthsOpen in [0, 24]
+    (0 when unknown, as in the reference), CompetitionDistance filled with NO_COMPETITION_DISTANCE."""
+    year = F.coalesce("CompetitionOpenSinceYear", F.lit(1900))
+    month = F.coalesce("CompetitionOpenSinceMonth", F.lit(1))
+    df = (df.withColumn("CompetitionOpenSinceYear", year).withColumn("CompetitionOpenSinceMonth", month)
+          .withColumn("CompetitionOpenSince", F.expr("make_date(CompetitionOpenSinceYear, CompetitionOpenSinceMonth, 15)")))
+    days = _clamped_days(F.col("CompetitionOpenSince"), F.col("CompetitionOpenSinceYear"), 30 * MAX_COMPETITION_MONTHS)
+    return (df.withColumn("CompetitionMonthsOpen", F.floor(days / 30).cast("int"))
+            .withColumn("CompetitionDistance", F.coalesce("CompetitionDistance", F.lit(NO_COMPETITION_DISTANCE))))
+
+
+def add_promo2_features(df: DataFrame) -> DataFrame:
+    """Promo2Since (week W of year Y = 1 January + 7 (W - 1) days; unknown = 1900, week 1) and
+    Promo2Weeks in [0, 25] (0 when unknown)."""
+    df = (df.withColumn("Promo2SinceYear", F.coalesce("Promo2SinceYear", F.lit(1900)))
+          .withColumn("Promo2SinceWeek", F.coalesce("Promo2SinceWeek", F.lit(1)))
+          .withColumn("Promo2Since", F.expr("date_add(make_date(Promo2SinceYear, 1, 1), (Promo2SinceWeek - 1) * 7)")))
+    days = _clamped_days(F.col("Promo2Since"), F.col("Promo2SinceYear"), 7 * MAX_PROMO2_WEEKS)
+    return df.withColumn("Promo2Weeks", F.floor(days / 7).cast("int"))
+
+
+def add_event_counters(df: DataFrame, cols: list[str] = EVENT_COLS) -> DataFrame:
+    """After<col>: days since the store's latest event on or before Date (since its first row if none);
+    Before<col>: days until its next event on or after Date (until its last row if none). An event is any
+    value but 0, false or null. The reference's Before is the same number negated.
+
+    Window functions per Store with running frames only (a frame reaching to the end of the partition
+    costs O(n^2) in Spark), so Before runs over Date descending. No Python code runs per row."""
+    past = Window.partitionBy("Store").orderBy("Date").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    future = (Window.partitionBy("Store").orderBy(F.col("Date").desc())
+              .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    first, last = F.min("Date").over(past), F.max("Date").over(future)
+    counters = []
+    for col in cols:
+        event_date = F.when(~F.col(col).cast("string").isin("0", "false"), F.col("Date"))
+        counters += [F.datediff("Date", F.coalesce(F.max(event_date).over(past), first)).alias(f"After{col}"),
+                     F.datediff(F.coalesce(F.min(event_date).over(future), last), "Date").alias(f"Before{col}")]
+    return df.select("*", *counters)
+
+
+def features(df: DataFrame, raw: RawData) -> DataFrame:
+    """All feature steps on rows shaped like train.csv / test.csv (counters first, while rows are narrow)."""
+    df = add_event_counters(df)
+    df = join_sources(df, raw)
+    df = add_date_parts(df)
+    df = add_competition_features(df)
+    return add_promo2_features(df)
+
+
+# --- vocabularies and encoding --------------------------------------------------------------------------
+
+def _vocab_key(value: str) -> tuple[int, float, str]:
+    try:
+        return 0, float(value), value
+    except ValueError:
+        return 1, 0.0, value
+
+
+def build_vocab(df: DataFrame, cols: list[str]) -> dict[str, list[str]]:
+    """Distinct non-null values of each column as strings, numbers in numeric order, in one pass."""
+    row = df.agg(*[F.collect_set(F.col(c).cast("string")).alias(c) for c in cols]).first()
+    return {c: sorted(row[c], key=_vocab_key) for c in cols}
+
+
+def encode(df: DataFrame, vocab: dict[str, list[str]], continuous: list[str]) -> DataFrame:
+    """Categoricals to int32 indices (value i of the vocabulary -> i + 1; unknown or null -> 0),
+    continuous columns to float32 (null -> 0)."""
+    for col, values in vocab.items():
+        df = df.withColumn(col, F.coalesce(_lookup(F.col(col), values), F.lit(0)).cast("int"))
+    for col in continuous:
+        df = df.withColumn(col, F.coalesce(F.col(col).cast("float"), F.lit(0.0).cast("float")))
+    return df
+
+
+def _lookup(col: Column, values: list[str]) -> Column:
+    """Index (from 1) of `col` in `values`, null if absent: an array lookup for a compact range of
+    integers (constant time), else a map lookup (Spark scans a literal map's keys)."""
+    ints = [int(v) for v in values] if all(v.lstrip("-").isdigit() for v in values) else []
+    if ints and ints[-1] - ints[0] < 100_000:
+        table = [0] * (ints[-1] - ints[0] + 1)
+        for i, v in enumerate(ints, 1):
+            table[v - ints[0]] = i
+        pos = col.cast("long") - ints[0] + 1
+        found = F.element_at(F.array(*[F.lit(i) for i in table]), pos.cast("int"))
+        return F.when(pos.between(1, len(table)) & (found > 0), found)
+    return F.create_map(*[F.lit(x) for i, v in enumerate(values, 1) for x in (v, i)])[col.cast("string")]
+
+
+# --- prepare --------------------------------------------------------------------------------------------
+
+SPLIT_COLUMNS = {
+    "train": CATEGORICAL_COLS + CONTINUOUS_COLS + [LABEL_COL, "Sales", "Date"],
+    "val": CATEGORICAL_COLS + CONTINUOUS_COLS + [LABEL_COL, "Sales", "Date"],
+    "test": CATEGORICAL_COLS + CONTINUOUS_COLS + ["Id", "Open", "Date"],
+}
+
+
+def split_rows(raw: RawData, window: tuple[dt.date, dt.date], sample_rate: float = 1.0, seed: int = 0) -> DataFrame:
+    """Featured rows of train.csv and test.csv together (the counters span both), with `_split`: test for
+    test.csv rows, val for train.csv rows dated in `window`, else train. Train and val keep only open days
+    with Sales > 0, sampled at `sample_rate`; test rows are all kept."""
+    both = (raw.train.withColumn("_test", F.lit(False))
+            .unionByName(raw.test.withColumn("_test", F.lit(True)), allowMissingColumns=True))
+    keep = F.col("_test") | ((F.col("Open") == 1) & (F.col("Sales") > 0))
+    if sample_rate < 1.0:
+        keep = keep & (F.col("_test") | (F.rand(seed) < sample_rate))
+    split = (F.when(F.col("_test"), "test")
+             .when(F.col("Date").between(F.lit(window[0]), F.lit(window[1])), "val").otherwise("train"))
+    return (features(both, raw).filter(keep).withColumn("_split", split)
+            .select("_split", "Date", "Sales", "Id", "Open", *CATEGORICAL_COLS, *CONTINUOUS_COLS))
+
+
+def finalize(df: DataFrame, vocab: dict[str, list[str]]) -> DataFrame:
+    """Encode the features and give every output column its Parquet type."""
+    return (encode(df, vocab, CONTINUOUS_COLS)
+            .withColumn("Date", F.date_format("Date", "yyyy-MM-dd"))
+            .withColumn(LABEL_COL, F.log("Sales").cast("float"))
+            .withColumn("Sales", F.col("Sales").cast("float"))
+            .withColumn("Id", F.col("Id").cast("int"))
+            .withColumn("Open", F.coalesce("Open", F.lit(1)).cast("int")))
+
+
+def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float = 1.0, seed: int = 0,
+            min_row_groups: int = 8) -> dict:
+    """Write `out_dir`/train, val, test (Parquet, >= min_row_groups row groups each) and metadata.json,
+    and return the metadata. Validation is the test period's calendar window one year earlier;
+    `sample_rate` samples train and val, never test. Everything is written to a temporary folder next to
+    `out_dir` and renamed at the end, so a failure leaves nothing behind."""
+    started = time.time()
+    out_dir = os.path.abspath(out_dir)
+    _check_output_dir(out_dir)
+    test_window = tuple(raw.test.agg(F.min("Date"), F.max("Date")).first())
+    val_window = validation_window(*test_window)
+    df = split_rows(raw, val_window, sample_rate, seed).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+    try:
+        unmatched = ["trend", "trend_de", "Mean_TemperatureC"]  # left joins that found no row
+        summary = df.groupBy("_split").agg(F.count(F.lit(1)).alias("rows"), F.max("Sales").alias("max"),
+                                           *[F.count_if(F.col(c).isNull()).alias(c) for c in unmatched]).collect()
+        counts = {r["_split"]: r["rows"] for r in summary}
+        log.info("features of %s computed in %.1f s", counts, time.time() - started)
+        for col in unmatched:
+            if sum(r[col] for r in summary):
+                log.warning("%d rows have no %s (filled with 0)", sum(r[col] for r in summary), col)
+        _check_counts(counts, raw, val_window, min_row_groups)
+        vocab = build_vocab(df, CATEGORICAL_COLS)
+        metadata = {
+            "categorical_cols": CATEGORICAL_COLS, "continuous_cols": CONTINUOUS_COLS, "vocab": vocab,
+            "embedding_sizes": {c: len(v) + 1 for c, v in vocab.items()},
+            "max_sales": float(max(r["max"] for r in summary if r["_split"] != "test")),
+            "label_col": LABEL_COL, "rows": {s: counts[s] for s in SPLIT_COLUMNS},
+            "validation_window": [d.isoformat() for d in val_window],
+            "test_window": [d.isoformat() for d in test_window],
+        }
+        _write(finalize(df, vocab), metadata, out_dir, min_row_groups)
+    finally:
+        df.unpersist()
+    log.info("prepared %s in %.1f s", out_dir, time.time() - started)
+    return metadata
+
+
+def _write(df: DataFrame, metadata: dict, out_dir: str, min_row_groups: int) -> None:
+    """Each split as Parquet (one file, hence at least one row group, per partition), then metadata.json,
+    into a temporary folder that replaces `out_dir` once complete."""
+    tmp = os.path.join(os.path.dirname(out_dir), f".{os.path.basename(out_dir)}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        for name, cols in SPLIT_COLUMNS.items():
+            rows = metadata["rows"][name]
+            path = os.path.join(tmp, name)
+            df.filter(F.col("_split") == name).select(*cols).repartition(max(min_row_groups, math.ceil(rows / 200_000))) \
+                .write.parquet(path)
+            groups = _row_groups(path)
+            if groups < min_row_groups:
+                raise RuntimeError(f"{path}: {groups} row groups written, {min_row_groups} needed")
+            log.info("wrote %s: %d rows, %d row groups", name, rows, groups)
+        _write_metadata(os.path.join(tmp, "metadata.json"), metadata)
+        _replace_dir(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_output_dir(out_dir: str) -> None:
+    if os.path.isdir(out_dir) and os.listdir(out_dir) and not os.path.isfile(os.path.join(out_dir, "metadata.json")):
+        raise FileExistsError(f"{out_dir} exists and is not an earlier prepare() output; not overwriting it")
+
+
+def _check_counts(counts: dict[str, int], raw: RawData, window: tuple[dt.date, dt.date], min_rows: int) -> None:
+    """Each dataset needs at least one row per row group (and so per reading rank)."""
+    for name, file, what in (
+            ("train", "train.csv", "open-day rows with Sales > 0 outside the validation window"),
+            ("val", "train.csv", f"open-day rows with Sales > 0 in the validation window {window[0]}..{window[1]}"),
+            ("test", "test.csv", "rows")):
+        if counts.get(name, 0) < min_rows:
+            raise RossmannDataError(os.path.join(raw.data_dir, file), "Date",
+                                    f"{counts.get(name, 0)} {what}; at least {min_rows} needed")
+
+
+def _row_groups(path: str) -> int:
+    files = [os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet")]
+    return sum(pq.ParquetFile(f).num_row_groups for f in files)
+
+
+def _write_metadata(path: str, metadata: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(metadata, f, indent=1)
+
+
+def _replace_dir(tmp: str, out_dir: str) -> None:
+    """Move `tmp` to `out_dir`, replacing an empty folder or an earlier output."""
+    if os.path.isdir(out_dir):
+        old = f"{tmp}.old"
+        os.rename(out_dir, old)
+        shutil.rmtree(old)
+    os.rename(tmp, out_dir)

@@ -1,0 +1,436 @@
+"""A synthetic Rossmann dataset: the seven input files with the real schema and a known, learnable signal.
+
+Sales on an open day are `exp(log_signal) * exp(eps)`, eps ~ N(0, sigma^2), rounded to whole euros, where
+`log_signal` adds up: store level (+ store type and assortment), day of week (global + per store), promo
+(per-store lift), school holiday, the days just before and after a state holiday, open state holidays,
+seasonality and Christmas, a slow growth, competition (distance x months open), Promo2 months, weather
+(mean temperature and Events) and the state's Google trend. Every term is a function of the prepared
+features (but for the holiday counters next to a store's missing rows), so the noise floor reported is
+what a perfect model can reach.
+
+Quirks of the real files are reproduced: StateHoliday mixes 0 and "0" (quoted) and a/b/c; a few stores
+lack CompetitionDistance; a sixth of the stores have no rows from 2014-07-01 to 2014-12-31 (as in the
+real train.csv); a few rows are open with zero sales; a few test rows have an empty Open; store "HB,NI"
+is "NI" in googletrend.csv. Values only in the test period (so vocabularies must include test.csv): the
+last store opens on the first test day (no train rows), and one weather event ("Rain-Hail-Thunderstorm")
+occurs only on a test day.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import logging
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from rossmann.dates import validation_window
+from rossmann.schema import GOOGLETREND, STATE_NAMES, STORE, STORE_STATES, TEST, TRAIN, WEATHER
+
+log = logging.getLogger(__name__)
+
+# State code -> (weather / state name, share of stores, annual mean temperature C); the 12 with stores.
+STORE_STATES_INFO = {
+    "NW": ("NordrheinWestfalen", 0.255, 10.5), "BY": ("Bayern", 0.161, 8.5), "SH": ("SchleswigHolstein", 0.103, 9.0),
+    "HE": ("Hessen", 0.100, 9.8), "BW": ("BadenWuerttemberg", 0.083, 9.5), "BE": ("Berlin", 0.083, 10.0),
+    "TH": ("Thueringen", 0.074, 8.5), "SN": ("Sachsen", 0.067, 9.0), "HB,NI": ("Niedersachsen", 0.046, 9.5),
+    "RP": ("RheinlandPfalz", 0.034, 10.0), "ST": ("SachsenAnhalt", 0.025, 9.3), "HH": ("Hamburg", 0.025, 9.6),
+}
+OTHER_STATES = {"BB": ("Brandenburg", 9.3), "HB": ("Bremen", 9.8), "MV": ("MecklenburgVorpommern", 8.8),
+                "SL": ("Saarland", 9.9)}
+TEST_ONLY_EVENT = "Rain-Hail-Thunderstorm"
+PROMO_INTERVALS = {"Jan,Apr,Jul,Oct": (1, 4, 7, 10), "Feb,May,Aug,Nov": (2, 5, 8, 11), "Mar,Jun,Sept,Dec": (3, 6, 9, 12)}
+EVENT_EFFECTS = {"Fog": -0.02, "Rain": -0.04, "Snow": -0.10, "Thunderstorm": -0.03}
+DOW_EFFECT = np.array([0.18, 0.05, 0.0, 0.0, 0.05, -0.05, 0.20])  # Monday .. Sunday
+GAP = (dt.date(2014, 7, 1), dt.date(2014, 12, 31))  # rows missing for a sixth of the stores, as in the real data
+
+
+@dataclass(frozen=True)
+class SyntheticReport:
+    """What was generated, and the best RMSPE any model can get on the validation window.
+
+    noise_floor_rmspe: empirical RMSPE of the RMSPE-optimal point prediction exp(log_signal - 1.5 sigma^2)
+    on the validation window's open days with Sales > 0; noise_floor_rmspe_median: the same for
+    exp(log_signal); expected_noise_floor_rmspe: the theoretical optimum sqrt(1 - exp(-sigma^2)).
+    """
+
+    out_dir: str
+    seed: int
+    n_stores: int
+    train_window: tuple[str, str]
+    test_window: tuple[str, str]
+    validation_window: tuple[str, str]
+    train_rows: int
+    test_rows: int
+    validation_rows: int
+    noise_sigma: float
+    noise_floor_rmspe: float
+    noise_floor_rmspe_median: float
+    expected_noise_floor_rmspe: float
+    test_only_store: int
+    test_only_event: str
+
+
+@dataclass
+class _Grid:
+    """Everything on the (store, day) grid that the CSV writers need."""
+
+    dates: pd.DatetimeIndex
+    n_train: int
+    dow: np.ndarray        # (D,) Monday = 0
+    promo: np.ndarray      # (D,)
+    holiday: np.ndarray    # (S, D) 0 / a / b / c as 0..3
+    school: np.ndarray     # (S, D)
+    open_: np.ndarray      # (S, D)
+    present: np.ndarray    # (S, D) the row exists in train.csv / test.csv
+    sales: np.ndarray      # (S, D)
+    customers: np.ndarray  # (S, D)
+
+    @cached_property
+    def date_str(self) -> np.ndarray:
+        return self.dates.strftime("%Y-%m-%d").to_numpy()
+
+
+def generate(out_dir: str, n_stores: int = 1115, start: str = "2013-01-01", end: str = "2015-07-31",
+             test_days: int = 48, seed: int = 0, noise_sigma: float = 0.1) -> SyntheticReport:
+    """Write train.csv, test.csv, store.csv, store_states.csv, state_names.csv, googletrend.csv and
+    weather.csv to `out_dir`, deterministic from `seed`. The test period is the `test_days` days after `end`."""
+    if n_stores < 2 or test_days < 1:
+        raise ValueError("need n_stores >= 2 and test_days >= 1")
+    rng = np.random.default_rng(seed)
+    n_train = len(pd.date_range(start, end, freq="D"))
+    if n_train < 2:
+        raise ValueError(f"empty train date range {start}..{end}")
+    dates = pd.date_range(start, periods=n_train + test_days, freq="D")
+    stores = _stores(rng, n_stores, dates[-1].year)
+    st = stores["State"].map({s: i for i, s in enumerate(STORE_STATES_INFO)}).to_numpy()
+    holiday, school, before_hol, after_hol = _calendar(dates, list(STORE_STATES_INFO))
+    test_event = (STORE_STATES_INFO[stores.loc[0, "State"]][0], min(n_train + 2, len(dates) - 1))
+    weather, temp, events_eff = _weather(rng, dates, test_event)
+    trends, trend_by_state, trend_de = _trends(rng, dates)
+
+    # Log-signal on the (store, day) grid.
+    dow = dates.dayofweek.to_numpy()
+    promo = ((((dates - dates[0]).days.to_numpy() + dow[0]) // 7) % 2 == 0) & (dow < 5)
+    hol = holiday[st]
+    sig = (stores["base"].to_numpy()[:, None]
+           + DOW_EFFECT[dow][None, :] + stores[[f"dow{i}" for i in range(7)]].to_numpy()[:, dow]
+           + stores["promo_lift"].to_numpy()[:, None] * promo[None, :]
+           + 0.04 * school[st]
+           + 0.20 * np.exp(-(before_hol[st] - 1.0)) * (before_hol[st] >= 1)
+           + 0.12 * np.exp(-(after_hol[st] - 1.0)) * (after_hol[st] >= 1)
+           + 0.10 * (hol > 0)
+           + _season(dates)[None, :]
+           + _competition(stores, dates) + _promo2(stores, dates)
+           - 0.008 * (temp[st] - 10.0) + events_eff[st]
+           + 0.005 * (trend_by_state[st] - 60.0) + 0.002 * (trend_de[None, :] - 60.0))
+
+    open_, present = _opening(rng, stores, dates, dow, hol, n_train)
+    eps = rng.normal(0.0, noise_sigma, size=sig.shape)
+    sales = np.where(open_, np.round(np.exp(sig + eps)), 0.0)
+    zero_sales = open_ & (rng.random(sig.shape) < 5e-5)  # open, but no sales (as in the real data)
+    zero_sales[:, n_train:] = False
+    sales[zero_sales] = 0.0
+    customers = np.where(sales > 0, np.round(sales / stores["basket"].to_numpy()[:, None]
+                                             * np.exp(rng.normal(0, 0.05, sig.shape))), 0.0)
+
+    v_start, v_end = validation_window(dates[n_train].date(), dates[-1].date())
+    in_val = np.asarray((dates >= pd.Timestamp(v_start)) & (dates <= pd.Timestamp(v_end)))
+    in_val[n_train:] = False
+    val = present & open_ & (sales > 0) & in_val[None, :]
+    floor = _rmspe(sales[val], np.exp(sig[val] - 1.5 * noise_sigma ** 2))
+    floor_median = _rmspe(sales[val], np.exp(sig[val]))
+
+    grid = _Grid(dates, n_train, dow, promo, hol, school[st], open_, present, sales, customers)
+    os.makedirs(out_dir, exist_ok=True)
+    train_rows = _write_train(rng, out_dir, grid)
+    test_rows = _write_test(out_dir, grid)
+    _write_small_tables(out_dir, stores, weather, trends)
+    ds = grid.date_str
+    report = SyntheticReport(
+        out_dir=out_dir, seed=seed, n_stores=n_stores,
+        train_window=(ds[0], ds[n_train - 1]), test_window=(ds[n_train], ds[-1]),
+        validation_window=(v_start.isoformat(), v_end.isoformat()),
+        train_rows=train_rows, test_rows=test_rows, validation_rows=int(val.sum()), noise_sigma=noise_sigma,
+        noise_floor_rmspe=floor, noise_floor_rmspe_median=floor_median,
+        expected_noise_floor_rmspe=float(np.sqrt(1.0 - np.exp(-noise_sigma ** 2))),
+        test_only_store=n_stores, test_only_event=TEST_ONLY_EVENT)
+    log.info("synthetic Rossmann data in %s: %d train rows, %d test rows, noise floor RMSPE %.4f",
+             out_dir, train_rows, test_rows, floor)
+    return report
+
+
+def _rmspe(actual: np.ndarray, predicted: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(((actual - predicted) / actual) ** 2))) if actual.size else float("nan")
+
+
+def _stores(rng: np.random.Generator, n: int, last_year: int) -> pd.DataFrame:
+    """store.csv columns, the state, and each store's hidden effects."""
+    codes = list(STORE_STATES_INFO)
+    share = np.array([v[1] for v in STORE_STATES_INFO.values()])
+    s = pd.DataFrame({"Store": np.arange(1, n + 1)})
+    s["State"] = rng.choice(codes, size=n, p=share / share.sum())
+    s["StoreType"] = rng.choice(list("adcb"), size=n, p=[0.54, 0.31, 0.135, 0.015])
+    s["Assortment"] = np.where(s["StoreType"] == "b", rng.choice(list("abc"), size=n, p=[0.4, 0.5, 0.1]),
+                               rng.choice(list("ac"), size=n, p=[0.53, 0.47]))
+    dist = np.round(np.exp(rng.normal(np.log(2300), 1.2, n)) / 10) * 10
+    dist[rng.choice(n, size=max(1, round(3 * n / 1115)), replace=False)] = np.nan
+    s["CompetitionDistance"] = pd.array(np.clip(dist, 20, 76000), dtype="Int64")
+    known = rng.random(n) < 0.68
+    year = rng.integers(1995, last_year + 1, n)
+    s["CompetitionOpenSinceMonth"] = pd.array(np.where(known, rng.integers(1, 13, n), np.nan), dtype="Int64")
+    s["CompetitionOpenSinceYear"] = pd.array(np.where(known, year, np.nan), dtype="Int64")
+    p2 = rng.random(n) < 0.51
+    s["Promo2"] = p2.astype(int)
+    s["Promo2SinceWeek"] = pd.array(np.where(p2, rng.integers(1, 51, n), np.nan), dtype="Int64")
+    s["Promo2SinceYear"] = pd.array(np.where(p2, rng.integers(2009, last_year + 1, n), np.nan), dtype="Int64")
+    s["PromoInterval"] = np.where(p2, rng.choice(list(PROMO_INTERVALS), size=n, p=[0.58, 0.23, 0.19]), None)
+    # Hidden effects.
+    s["base"] = (np.log(5500) + rng.normal(0, 0.35, n) + s["StoreType"].map({"a": 0, "b": 0.4, "c": 0, "d": 0.05})
+                 + s["Assortment"].map({"a": 0, "b": 0.1, "c": 0.08}))
+    for i in range(7):
+        s[f"dow{i}"] = rng.normal(0, 0.04, n)
+    s["promo_lift"] = rng.normal(0.25, 0.06, n)
+    s["basket"] = rng.uniform(7, 12, n)
+    s["sunday_open"] = rng.random(n) < 0.03
+    s["gap"] = rng.random(n) < 180 / 1115
+    return s
+
+
+def _easter(year: int) -> dt.date:
+    """Gregorian Easter Sunday (anonymous algorithm)."""
+    a, b, c = year % 19, year // 100, year % 100
+    d, e = divmod(b, 4)
+    g = (8 * b + 13) // 25
+    h = (19 * a + b - d - g + 15) % 30
+    i, k = divmod(c, 4)
+    l_ = (32 + 2 * e + 2 * i - h - k) % 7
+    m = (a + 11 * h + 22 * l_) // 451
+    month, day = divmod(h + l_ - 7 * m + 114, 31)
+    return dt.date(year, month, day + 1)
+
+
+def _holidays(year: int, state: str) -> dict[dt.date, int]:
+    """State holidays of one state and year: 1 = public ('a'), 2 = Easter ('b'), 3 = Christmas ('c')."""
+    e = _easter(year)
+    days = {dt.date(year, 1, 1): 1, dt.date(year, 5, 1): 1, dt.date(year, 10, 3): 1, dt.date(year, 12, 25): 3,
+            dt.date(year, 12, 26): 3, e - dt.timedelta(2): 2, e + dt.timedelta(1): 2, e + dt.timedelta(39): 1,
+            e + dt.timedelta(50): 1}
+    regional = {(1, 6): "BW BY ST", (8, 15): "BY", (10, 31): "SN ST TH", (11, 1): "BW BY NW RP"}
+    for (month, day), where in regional.items():
+        if state in where.split():
+            days[dt.date(year, month, day)] = 1
+    if state in ("BW", "BY", "HE", "NW", "RP"):
+        days[e + dt.timedelta(60)] = 1  # Corpus Christi
+    if state == "SN":
+        nov22 = dt.date(year, 11, 22)
+        days[nov22 - dt.timedelta((nov22.weekday() - 2) % 7)] = 1  # Repentance Day: Wednesday before 23 Nov
+    return days
+
+
+def _calendar(dates: pd.DatetimeIndex, states: list[str]) -> tuple[np.ndarray, ...]:
+    """Per (state, day): holiday code, school holiday flag, days to the next / since the last holiday."""
+    n_st, n_d = len(states), len(dates)
+    holiday = np.zeros((n_st, n_d), dtype=np.int8)
+    school = np.zeros((n_st, n_d), dtype=np.int8)
+    d0 = dates[0].date()
+    years = range(dates[0].year - 1, dates[-1].year + 2)
+    srng = np.random.default_rng(1234)  # the school calendar is the same for every seed, like real calendars
+    for i, state in enumerate(states):
+        for year in years:
+            for day, code in _holidays(year, state).items():
+                k = (day - d0).days
+                if 0 <= k < n_d:
+                    holiday[i, k] = code
+            e = _easter(year)
+            summer = dt.date(year, 6, 22) + dt.timedelta(int(srng.integers(0, 40)))
+            autumn = dt.date(year, 10, 1) + dt.timedelta(int(srng.integers(0, 25)))
+            shift = int(srng.integers(-2, 3))
+            for first, length in ((dt.date(year, 12, 21 + shift), 16), (e - dt.timedelta(8 - shift), 15),
+                                  (summer, 43), (autumn, int(srng.integers(7, 15)))):
+                k0 = (first - d0).days
+                school[i, max(k0, 0):max(k0 + length, 0)] = 1
+    idx = np.arange(n_d)
+    is_hol = holiday > 0
+    last = np.maximum.accumulate(np.where(is_hol, idx, -10_000), axis=1)
+    nxt = np.minimum.accumulate(np.where(is_hol, idx, 10_000)[:, ::-1], axis=1)[:, ::-1]
+    return holiday, school, nxt - idx, idx - last
+
+
+def _season(dates: pd.DatetimeIndex) -> np.ndarray:
+    doy = dates.dayofyear.to_numpy()
+    years = (dates - dates[0]).days.to_numpy() / 365.25
+    dec = dates.month.to_numpy() == 12
+    dom = dates.day.to_numpy()
+    xmas = np.where(dec & (dom <= 24), 0.4 * np.exp(-(24 - dom) / 5.0), 0.0) + np.where(dec & (dom >= 27), 0.1, 0.0)
+    return 0.06 * np.sin(2 * np.pi * (doy - 80) / 365.25) + 0.04 * years + xmas
+
+
+def _competition(stores: pd.DataFrame, dates: pd.DatetimeIndex) -> np.ndarray:
+    """Competition lowers sales by up to 20%, more when close, ramping up over its first 24 months."""
+    dist = stores["CompetitionDistance"].astype("float64").to_numpy()
+    strength = np.where(np.isnan(dist), 0.0, -0.2 * np.exp(-np.nan_to_num(dist) / 2000.0))
+    year = stores["CompetitionOpenSinceYear"].astype("float64").to_numpy()
+    month = stores["CompetitionOpenSinceMonth"].astype("float64").fillna(1).to_numpy()
+    known = ~np.isnan(year)
+    since = pd.to_datetime(pd.DataFrame({"year": np.where(known, year, 1900), "month": month, "day": 15}))
+    days = (dates.to_numpy()[None, :] - since.to_numpy()[:, None]) / np.timedelta64(1, "D")
+    months = np.clip(days, 0, 720) // 30
+    return strength[:, None] * np.where(known[:, None], months / 24.0, 1.0)
+
+
+def _promo2(stores: pd.DataFrame, dates: pd.DatetimeIndex) -> np.ndarray:
+    """+6% in a Promo2 store's interval months, once its Promo2 has started."""
+    year = stores["Promo2SinceYear"].astype("float64").fillna(2100).to_numpy()
+    week = stores["Promo2SinceWeek"].astype("float64").fillna(1).to_numpy()
+    since = (pd.to_datetime(pd.DataFrame({"year": year, "month": 1, "day": 1}))
+             + pd.to_timedelta((week - 1) * 7, unit="D"))
+    started = dates.to_numpy()[None, :] >= since.to_numpy()[:, None]
+    month_on = np.zeros((len(stores), 13), dtype=bool)
+    for i, interval in enumerate(stores["PromoInterval"]):
+        month_on[i, list(PROMO_INTERVALS.get(interval, ()))] = True
+    return 0.06 * (started & month_on[:, dates.month.to_numpy()])
+
+
+def _weather(rng: np.random.Generator, dates: pd.DatetimeIndex, test_event: tuple[str, int]
+             ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """weather.csv for all 16 states; Mean_TemperatureC and the Events effect for the 12 store states.
+    `test_event` (state name, day) gets TEST_ONLY_EVENT."""
+    names = [(v[0], v[2]) for v in STORE_STATES_INFO.values()] + list(OTHER_STATES.values())
+    n, nd = len(names), len(dates)
+    doy = dates.dayofyear.to_numpy()
+    mean_t = np.array([m for _, m in names])[:, None] + 9.0 * np.sin(2 * np.pi * (doy - 110) / 365.25)[None, :]
+    anomaly = np.zeros((n, nd))
+    shocks = rng.normal(0, 2.2, (n, nd))
+    for k in range(1, nd):
+        anomaly[:, k] = 0.8 * anomaly[:, k - 1] + shocks[:, k]
+    temp = np.round(mean_t + anomaly)
+    spread = rng.integers(3, 8, (n, nd))
+    precip = np.where(rng.random((n, nd)) < 0.38, np.round(rng.exponential(3.5, (n, nd)), 2), 0.0)
+    flags = {"Fog": rng.random((n, nd)) < np.where(np.isin(dates.month.to_numpy(), [10, 11, 12, 1]), 0.12, 0.03),
+             "Rain": precip > 0.3, "Snow": (precip > 0.3) & (temp < 1), "Hail": np.zeros((n, nd), dtype=bool)}
+    flags["Thunderstorm"] = flags["Rain"] & (temp + spread > 22) & (rng.random((n, nd)) < 0.3)
+    i, k = [nm for nm, _ in names].index(test_event[0]), test_event[1]
+    precip[i, k] = 14.2
+    for name in flags:
+        flags[name][i, k] = name in TEST_ONLY_EVENT.split("-")
+    events = np.full((n, nd), "", dtype=object)
+    for name in ("Fog", "Rain", "Snow", "Hail", "Thunderstorm"):
+        events = np.where(flags[name], np.where(events == "", name, events + "-" + name), events)
+    effect = sum(value * flags[name] for name, value in EVENT_EFFECTS.items())
+    humid = np.clip(np.round(85 - 1.2 * (temp - 9) + rng.normal(0, 6, (n, nd))), 30, 100)
+    pressure = np.round(1015 + rng.normal(0, 7, (n, nd)))
+    wind = np.round(rng.gamma(3.0, 4.0, (n, nd)))
+    fog = flags["Fog"]
+    columns = {
+        "file": np.repeat([nm for nm, _ in names], nd),
+        "Date": np.tile(dates.strftime("%Y-%m-%d").to_numpy(), n),
+        "Max_TemperatureC": temp + spread, "Mean_TemperatureC": temp, "Min_TemperatureC": temp - spread,
+        "Dew_PointC": temp - 2, "MeanDew_PointC": temp - 4, "Min_DewpointC": temp - 7,
+        "Max_Humidity": np.minimum(humid + 12, 100), "Mean_Humidity": humid, "Min_Humidity": np.maximum(humid - 25, 10),
+        "Max_Sea_Level_PressurehPa": pressure + 4, "Mean_Sea_Level_PressurehPa": pressure,
+        "Min_Sea_Level_PressurehPa": pressure - 4,
+        "Max_VisibilityKm": np.where(rng.random((n, nd)) < 0.02, np.nan, 31.0),
+        "Mean_VisibilityKm": np.where(fog, 4.0, np.round(rng.uniform(8, 20, (n, nd)))),
+        "Min_VisibilitykM": np.where(fog, 0.0, np.round(rng.uniform(2, 8, (n, nd)))),
+        "Max_Wind_SpeedKm_h": wind + 10, "Mean_Wind_SpeedKm_h": wind,
+        "Max_Gust_SpeedKm_h": np.where(rng.random((n, nd)) < 0.75, np.nan, wind + 25),
+        "Precipitationmm": precip,
+        "CloudCover": np.where(rng.random((n, nd)) < 0.05, np.nan,
+                               np.clip(np.round((precip > 0) * 5 + rng.normal(3, 2, (n, nd))), 0, 8)),
+        "Events": np.where(events == "", None, events),
+        "WindDirDegrees": rng.integers(0, 361, (n, nd)),
+    }
+    frame = pd.DataFrame({k: np.ravel(v) for k, v in columns.items()})
+    for col in WEATHER.column_names:
+        if col not in ("file", "Date", "Events", "Precipitationmm"):
+            frame[col] = pd.array(frame[col].to_numpy(dtype="float64"), dtype="Int64")
+    n_store_states = len(STORE_STATES_INFO)
+    return frame, temp[:n_store_states], effect[:n_store_states]
+
+
+def _trends(rng: np.random.Generator, dates: pd.DatetimeIndex) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """googletrend.csv (weeks Sunday..Saturday), and every day's trend per store state and for DE."""
+    states = list(STORE_STATES_INFO)
+    first = dates[0] - pd.Timedelta(days=(dates[0].dayofweek + 1) % 7)
+    weeks = pd.date_range(first, dates[-1], freq="7D")
+    nw = len(weeks)
+    season = 8 * np.cos(2 * np.pi * (weeks.dayofyear.to_numpy() - 355) / 365.25)
+    ar = np.zeros((len(states), nw))
+    shocks = rng.normal(0, 4, (len(states), nw))
+    for k in range(1, nw):
+        ar[:, k] = 0.7 * ar[:, k - 1] + shocks[:, k]
+    level = rng.uniform(50, 70, len(states))[:, None]
+    by_state = np.clip(np.round(level + season[None, :] + ar), 0, 100)
+    de = np.clip(np.round(by_state.mean(axis=0) + rng.normal(0, 2, nw)), 0, 100)
+    labels = [f"{w:%Y-%m-%d} - {w + pd.Timedelta(days=6):%Y-%m-%d}" for w in weeks]
+    files = ["Rossmann_DE_" + ("NI" if s == "HB,NI" else s) for s in states] + ["Rossmann_DE"]
+    frame = pd.DataFrame({"file": np.repeat(files, nw), "week": labels * len(files),
+                          "trend": np.concatenate([by_state.ravel(), de]).astype(int)})
+    day_week = (dates - first).days.to_numpy() // 7
+    return frame, by_state[:, day_week], de[day_week]
+
+
+def _opening(rng: np.random.Generator, stores: pd.DataFrame, dates: pd.DatetimeIndex, dow: np.ndarray,
+             hol: np.ndarray, n_train: int) -> tuple[np.ndarray, np.ndarray]:
+    """(open, row present) on the (store, day) grid."""
+    n, nd = hol.shape
+    sunday_open = stores["sunday_open"].to_numpy()[:, None]
+    open_ = ((dow[None, :] != 6) | sunday_open) & ((hol == 0) | (sunday_open & (hol == 1)))
+    for s in range(n):  # refurbishments: a few closed spells per store
+        for _ in range(rng.poisson(0.8)):
+            k = int(rng.integers(0, nd))
+            open_[s, k:k + int(rng.integers(3, 30))] = False
+    present = np.ones((n, nd), dtype=bool)
+    in_gap = np.asarray((dates >= pd.Timestamp(GAP[0])) & (dates <= pd.Timestamp(GAP[1])))
+    present[stores["gap"].to_numpy()[:, None] & in_gap[None, :]] = False
+    new_store = n - 1  # the last store opens on the first test day
+    present[new_store, :n_train] = False
+    open_[new_store, n_train:] = (dow[n_train:] != 6) & (hol[new_store, n_train:] == 0)
+    return open_, present
+
+
+def _write_train(rng: np.random.Generator, out_dir: str, g: _Grid) -> int:
+    """train.csv, Date descending then Store ascending, as the real file."""
+    rows, store = np.nonzero(g.present[:, :g.n_train].T[::-1])
+    day = g.n_train - 1 - rows
+    code = np.array(["0", "a", "b", "c"])[g.holiday[store, day]]
+    quoted = (code == "0") & (rng.random(code.size) < 0.3)  # the real file mixes 0 and "0"
+    frame = pd.DataFrame({
+        "Store": store + 1, "DayOfWeek": g.dow[day] + 1, "Date": g.date_str[day],
+        "Sales": g.sales[store, day].astype(np.int64), "Customers": g.customers[store, day].astype(np.int64),
+        "Open": g.open_[store, day].astype(int), "Promo": g.promo[day].astype(int),
+        "StateHoliday": np.where(quoted, '"0"', code), "SchoolHoliday": g.school[store, day],
+    })
+    frame[TRAIN.column_names].to_csv(os.path.join(out_dir, TRAIN.file), index=False, quoting=csv.QUOTE_NONE)
+    return len(frame)
+
+
+def _write_test(out_dir: str, g: _Grid) -> int:
+    """test.csv: every store on every test day, Id 1.. in Date descending then Store ascending order."""
+    n_stores, n_days = g.open_.shape
+    rows, store = np.nonzero(np.ones((n_days - g.n_train, n_stores), dtype=bool))
+    day = n_days - 1 - rows
+    is_open = g.open_[store, day].astype(int).astype(object)
+    is_open[np.flatnonzero((store == 0) & (is_open == 1))[-5:]] = ""  # store 1: a few open days with empty Open
+    frame = pd.DataFrame({
+        "Id": np.arange(1, len(day) + 1), "Store": store + 1, "DayOfWeek": g.dow[day] + 1, "Date": g.date_str[day],
+        "Open": is_open, "Promo": g.promo[day].astype(int),
+        "StateHoliday": np.array(["0", "a", "b", "c"])[g.holiday[store, day]], "SchoolHoliday": g.school[store, day],
+    })
+    frame[TEST.column_names].to_csv(os.path.join(out_dir, TEST.file), index=False)
+    return len(frame)
+
+
+def _write_small_tables(out_dir: str, stores: pd.DataFrame, weather: pd.DataFrame, trends: pd.DataFrame) -> None:
+    stores[STORE.column_names].to_csv(os.path.join(out_dir, STORE.file), index=False)
+    stores[STORE_STATES.column_names].to_csv(os.path.join(out_dir, STORE_STATES.file), index=False)
+    names = [(v[0], code) for code, v in STORE_STATES_INFO.items()] + [(v[0], c) for c, v in OTHER_STATES.items()]
+    pd.DataFrame(sorted(names), columns=STATE_NAMES.column_names).to_csv(
+        os.path.join(out_dir, STATE_NAMES.file), index=False)
+    trends[GOOGLETREND.column_names].to_csv(os.path.join(out_dir, GOOGLETREND.file), index=False)
+    weather[WEATHER.column_names].to_csv(os.path.join(out_dir, WEATHER.file), index=False, float_format="%.2f")

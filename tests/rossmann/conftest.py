@@ -1,0 +1,44 @@
+"""Shared fixtures: one local Spark session for all rossmann tests, and small synthetic datasets."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+from rossmann.data import RawData, load
+from rossmann.synthetic import SyntheticReport, generate
+
+
+@pytest.fixture(scope="session")
+def spark():
+    session = (SparkSession.builder.master("local[2]").appName("rossmann-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def small_data(tmp_path_factory) -> SyntheticReport:
+    """20 stores, train 2014-01-01..2015-07-31, 48 test days: the end-to-end dataset."""
+    return generate(str(tmp_path_factory.mktemp("small")), n_stores=20, start="2014-01-01", end="2015-07-31")
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> SyntheticReport:
+    """4 stores, train 2014-07-15..2015-07-31, 20 test days: quick to load and prepare."""
+    return generate(str(tmp_path_factory.mktemp("tiny")), n_stores=4, start="2014-07-15", end="2015-07-31",
+                    test_days=20)
+
+
+@pytest.fixture(scope="session")
+def tiny_raw(spark, tiny_data) -> RawData:
+    """tiny_data loaded (and cached) once."""
+    raw = load(spark, tiny_data.out_dir)
+    yield raw
+    raw.unpersist()

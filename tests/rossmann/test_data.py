@@ -1,0 +1,114 @@
+"""Bad input gets a RossmannDataError naming the file, the column and the problem, before anything is written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pandas as pd
+import pytest
+
+from rossmann.data import RossmannDataError, load
+from rossmann.features import prepare
+from rossmann.schema import TABLES
+
+
+@pytest.fixture
+def data_dir(tiny_data, tmp_path) -> str:
+    """A private copy of the tiny synthetic dataset, free to break."""
+    path = str(tmp_path / "data")
+    shutil.copytree(tiny_data.out_dir, path)
+    return path
+
+
+def _edit(data_dir: str, file: str, change) -> str:
+    path = os.path.join(data_dir, file)
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    change(frame)
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_good_data_loads_with_real_column_names(tiny_raw):
+    for table in TABLES:
+        assert getattr(tiny_raw, table.name).columns == table.column_names
+    assert tiny_raw.train.schema["Date"].dataType.typeName() == "date"
+    assert tiny_raw.test.filter("Open IS NULL").count() > 0  # empty Open in test.csv is kept as null
+    assert {r[0] for r in tiny_raw.train.select("StateHoliday").distinct().collect()} >= {"0", "a"}  # "0" unquoted
+
+
+def test_missing_file(spark, data_dir):
+    os.remove(os.path.join(data_dir, "weather.csv"))
+    with pytest.raises(RossmannDataError, match=r"weather\.csv: missing file") as err:
+        load(spark, data_dir)
+    assert err.value.path == os.path.join(data_dir, "weather.csv")
+
+
+def test_misspelt_column_suggests_the_close_name(spark, data_dir):
+    path = _edit(data_dir, "store.csv", lambda f: f.rename(columns={"CompetitionDistance": "CompetitionDistnace"},
+                                                           inplace=True))
+    with pytest.raises(RossmannDataError) as err:
+        load(spark, data_dir)
+    assert (err.value.path, err.value.column) == (path, "CompetitionDistance")
+    assert "missing column" in str(err.value) and "'CompetitionDistnace': misspelt?" in str(err.value)
+
+
+def test_empty_train(spark, data_dir):
+    path = _edit(data_dir, "train.csv", lambda f: f.drop(f.index, inplace=True))
+    with pytest.raises(RossmannDataError, match="empty table") as err:
+        load(spark, data_dir)
+    assert err.value.path == path
+
+
+def test_unparsable_date_shows_value_and_line(spark, data_dir):
+    path = _edit(data_dir, "train.csv", lambda f: f.loc.__setitem__((41, "Date"), "2015-13-01"))
+    with pytest.raises(RossmannDataError) as err:
+        load(spark, data_dir)
+    assert (err.value.path, err.value.column) == (path, "Date")
+    assert "unparsable date" in str(err.value) and "'2015-13-01'" in str(err.value)
+    assert "at line 43:" in str(err.value)  # header is line 1, row 41 is line 43
+
+
+def test_negative_sales(spark, data_dir):
+    path = _edit(data_dir, "train.csv", lambda f: f.loc.__setitem__((7, "Sales"), "-250"))
+    with pytest.raises(RossmannDataError, match=r"1 row\(s\) with negative value, e\.g\. '-250' at line 9") as err:
+        load(spark, data_dir)
+    assert (err.value.path, err.value.column) == (path, "Sales")
+
+
+def test_test_store_absent_from_store_csv(spark, data_dir):
+    path = _edit(data_dir, "test.csv", lambda f: f.loc.__setitem__((3, "Store"), "777"))
+    with pytest.raises(RossmannDataError, match=r"stores absent from .*store\.csv: 777") as err:
+        load(spark, data_dir)
+    assert (err.value.path, err.value.column) == (path, "Store")
+
+
+def test_duplicated_train_row(spark, data_dir):
+    path = _edit(data_dir, "train.csv", lambda f: f.loc.__setitem__(len(f), f.iloc[5]))
+    with pytest.raises(RossmannDataError, match="duplicated key") as err:
+        load(spark, data_dir)
+    assert (err.value.path, err.value.column) == (path, "Store,Date")
+
+
+def test_prepare_leaves_nothing_behind_when_it_fails(spark, tiny_raw, tmp_path, monkeypatch):
+    out = tmp_path / "prepared"
+    # Fails before writing: too few rows for that many row groups.
+    with pytest.raises(RossmannDataError, match="at least 10000 needed"):
+        prepare(spark, tiny_raw, str(out), min_row_groups=10_000)
+    assert os.listdir(tmp_path) == []
+    # Fails after the Parquet files are written: the temporary folder goes too.
+    monkeypatch.setattr("rossmann.features._write_metadata", _boom)
+    with pytest.raises(OSError, match="disk full"):
+        prepare(spark, tiny_raw, str(out))
+    assert os.listdir(tmp_path) == []
+
+
+def test_prepare_refuses_to_overwrite_a_foreign_folder(spark, tiny_raw, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError):
+        prepare(spark, tiny_raw, str(tmp_path))
+    assert os.listdir(tmp_path) == ["notes.txt"]
+
+
+def _boom(*_):
+    raise OSError("disk full")

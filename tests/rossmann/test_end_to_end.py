@@ -1,0 +1,119 @@
+"""Generate, load, prepare: the Parquet + metadata.json contract that training and prediction read."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rossmann.data import load
+from rossmann.features import CATEGORICAL_COLS, CONTINUOUS_COLS, prepare
+
+CATEGORICAL = [
+    "Store", "State", "DayOfWeek", "Year", "Month", "Day", "Week", "CompetitionMonthsOpen", "Promo2Weeks",
+    "StoreType", "Assortment", "PromoInterval", "CompetitionOpenSinceYear", "Promo2SinceYear", "Events", "Promo",
+    "StateHoliday", "SchoolHoliday",
+]
+CONTINUOUS = [
+    "CompetitionDistance", "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity",
+    "Mean_Humidity", "Min_Humidity", "Max_Wind_SpeedKm_h", "Mean_Wind_SpeedKm_h", "CloudCover", "trend", "trend_de",
+    "BeforePromo", "AfterPromo", "AfterStateHoliday", "BeforeStateHoliday", "BeforeSchoolHoliday",
+    "AfterSchoolHoliday",
+]
+
+
+@pytest.fixture(scope="module")
+def prepared(spark, small_data, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("prepared") / "out")
+    raw = load(spark, small_data.out_dir)
+    try:
+        metadata = prepare(spark, raw, out, min_row_groups=8)
+    finally:
+        raw.unpersist()
+    return out, metadata
+
+
+def _dataset(out: str, name: str) -> tuple[pa.Table, int]:
+    path = os.path.join(out, name)
+    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
+    groups = sum(pq.ParquetFile(f).num_row_groups for f in files)
+    return pa.concat_tables([pq.read_table(f) for f in files]), groups
+
+
+def test_metadata_contract(prepared, small_data):
+    out, metadata = prepared
+    with open(os.path.join(out, "metadata.json")) as f:
+        assert json.load(f) == metadata
+    assert CATEGORICAL_COLS == CATEGORICAL and CONTINUOUS_COLS == CONTINUOUS
+    assert set(metadata) == {"categorical_cols", "continuous_cols", "vocab", "embedding_sizes", "max_sales",
+                             "label_col", "rows", "validation_window", "test_window"}
+    assert metadata["categorical_cols"] == CATEGORICAL and metadata["continuous_cols"] == CONTINUOUS
+    assert metadata["label_col"] == "Sales_log"
+    assert metadata["embedding_sizes"] == {c: len(metadata["vocab"][c]) + 1 for c in CATEGORICAL}
+    assert all(isinstance(v, str) for values in metadata["vocab"].values() for v in values)
+    assert metadata["test_window"] == ["2015-08-01", "2015-09-17"]
+    assert metadata["validation_window"] == ["2014-08-01", "2014-09-17"]
+    # Test-only values are in the vocabularies.
+    assert str(small_data.test_only_store) in metadata["vocab"]["Store"]
+    assert small_data.test_only_event in metadata["vocab"]["Events"]
+    assert metadata["vocab"]["DayOfWeek"] == [str(d) for d in range(1, 8)]
+
+
+def test_parquet_contract(prepared, small_data):
+    out, metadata = prepared
+    expected_columns = {
+        "train": CATEGORICAL + CONTINUOUS + ["Sales_log", "Sales", "Date"],
+        "val": CATEGORICAL + CONTINUOUS + ["Sales_log", "Sales", "Date"],
+        "test": CATEGORICAL + CONTINUOUS + ["Id", "Open", "Date"],
+    }
+    frames = {}
+    for name, columns in expected_columns.items():
+        table, groups = _dataset(out, name)
+        assert groups >= 8, name
+        assert table.column_names == columns
+        assert table.num_rows == metadata["rows"][name]
+        types = {f.name: f.type for f in table.schema}
+        assert all(types[c] == pa.int32() for c in CATEGORICAL)
+        assert all(types[c] == pa.float32() for c in CONTINUOUS)
+        assert types["Date"] == pa.string()
+        for col in CATEGORICAL + CONTINUOUS:
+            assert table.column(col).null_count == 0, (name, col)
+        frame = table.to_pandas()
+        for col in CATEGORICAL:
+            assert frame[col].between(0, metadata["embedding_sizes"][col] - 1).all(), (name, col)
+        frames[name] = frame
+    for name in ("train", "val"):
+        frame = frames[name]
+        assert {str(t) for t in (frame["Sales_log"].dtype, frame["Sales"].dtype)} == {"float32"}
+        assert (frame["Sales"] > 0).all()
+        assert np.allclose(frame["Sales_log"], np.log(frame["Sales"]), atol=1e-5)
+    assert metadata["max_sales"] == max(frames["train"]["Sales"].max(), frames["val"]["Sales"].max())
+    start, end = metadata["validation_window"]
+    assert frames["val"]["Date"].between(start, end).all()
+    assert not frames["train"]["Date"].between(start, end).any()
+    assert math.isclose(len(frames["val"]), small_data.validation_rows, rel_tol=0.01)  # open days, Sales > 0
+
+    test = frames["test"]
+    assert {str(test[c].dtype) for c in ("Id", "Open")} == {"int32"}
+    ids = pd.read_csv(os.path.join(small_data.out_dir, "test.csv"))["Id"]
+    assert sorted(test["Id"]) == sorted(ids)  # every test Id exactly once
+    raw_test = pd.read_csv(os.path.join(small_data.out_dir, "test.csv")).set_index("Id")
+    open_ = test.set_index("Id")["Open"]
+    assert (open_[raw_test["Open"].isna()] == 1).all()  # empty Open is treated as open
+    assert (open_[raw_test["Open"] == 0] == 0).all()
+
+
+def test_counters_are_within_the_store(prepared):
+    out, metadata = prepared
+    train, _ = _dataset(out, "train")
+    frame = train.to_pandas()
+    promo_on = frame["Promo"] == metadata["vocab"]["Promo"].index("1") + 1
+    assert (frame.loc[promo_on, ["AfterPromo", "BeforePromo"]] == 0).all().all()
+    assert (frame.loc[~promo_on, "AfterPromo"] > 0).all()
+    assert frame[["BeforePromo", "AfterPromo"]].max().max() <= 14  # promo every other week (weekends aside)
