@@ -83,12 +83,17 @@ if [ "$(grep -c -E "$wanted" <<<"$build_report")" -lt "$([ "$WITH_MPI" = 1 ] && 
         env "${build_env[@]}" MAKEFLAGS="-j$(nproc)" "${PIP[@]}" wheel --no-build-isolation --no-deps --no-binary horovod -w "$hvd_wheels" "horovod==$hvd_version"
     fi
     "${PIP[@]}" install --force-reinstall --no-deps "$hvd_wheels"/horovod-*.whl
-    build_report=$(check_build)
 fi
 
 say "installing the project and its pinned dependencies"
 "${PIP[@]}" install -c "$CONSTRAINTS" -e "$ROOT[$EXTRAS]"
-grep -E "\[X\]" <<<"$build_report" | tr -s ' ' | paste -sd' ' | sed 's/^/[setup] horovod built with: /' >&2
+build_report=$(check_build)  # horovodrun needs the dependencies the project install just added
+if [ "$(grep -c -E "$wanted" <<<"$build_report")" -lt "$([ "$WITH_MPI" = 1 ] && echo 3 || echo 1)" ]; then
+    say "horovod is installed but 'horovodrun --check-build' does not show the expected frameworks:"
+    echo "$build_report" >&2
+    exit 1
+fi
+say "horovod built with: $(grep -E '\[X\]' <<<"$build_report" | tr -s ' ' | paste -sd' ')"
 "${PIP[@]}" check
 echo "$key" > "$VENV/.setup-key"
 say "ready: $VENV"
