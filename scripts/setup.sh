@@ -80,7 +80,7 @@ if [ "$(grep -c -E "$wanted" <<<"$build_report")" -lt "$([ "$WITH_MPI" = 1 ] && 
         mkdir -p "$hvd_wheels"
         build_env=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)
         if [ "$WITH_MPI" = 1 ]; then build_env+=(HOROVOD_WITH_MPI=1); else build_env+=(HOROVOD_WITHOUT_MPI=1); fi
-        env "${build_env[@]}" MAKEFLAGS="-j$(nproc)" "${PIP[@]}" wheel --no-build-isolation --no-deps --no-binary horovod -w "$hvd_wheels" "horovod==$hvd_version"
+        env "${build_env[@]}" MAKEFLAGS="-j$(nproc)" "${PIP[@]}" wheel --no-cache-dir --no-build-isolation --no-deps --no-binary horovod -w "$hvd_wheels" "horovod==$hvd_version"
     fi
     "${PIP[@]}" install --force-reinstall --no-deps "$hvd_wheels"/horovod-*.whl
 fi
