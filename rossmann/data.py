@@ -124,9 +124,11 @@ def _typed(col: Column) -> tuple[SparkColumn, SparkColumn, SparkColumn]:
     if not col.nullable:
         bad = bad | raw.isNull()
     out = F.lit(False)
-    if col.bounds:
-        low, high = col.bounds
-        out = (value < low if low is not None else out) | (value > high if high is not None else F.lit(False))
+    low, high = col.bounds or (None, None)
+    if low is not None:
+        out = out | (value < low)
+    if high is not None:
+        out = out | (value > high)
     return value, F.coalesce(bad, F.lit(False)), F.coalesce(out, F.lit(False))
 
 
@@ -150,7 +152,7 @@ def _read_table(spark: SparkSession, table: Table, path: str) -> tuple[DataFrame
     also caches the result. Returns (typed frame, the cached frame it selects from)."""
     header = _read_header(path)
     schema = T.StructType([T.StructField(h, T.StringType()) for h in header])
-    strings = spark.read.csv(path, header=True, schema=schema, mode="PERMISSIVE")
+    strings = spark.read.csv(path, header=True, schema=schema)
     trimmed = strings.select(*[
         F.when(F.trim(F.col(f"`{c.name}`")) != "", F.trim(F.col(f"`{c.name}`"))).alias(c.name)
         for c in table.columns
@@ -212,7 +214,8 @@ def _check_stores_known(raw: RawData, paths: dict[str, str]) -> None:
         first = rows[0]
         ids = sorted({r.Store for r in rows if (r.used_in, r.absent_from) == (first.used_in, first.absent_from)})
         shown = ", ".join(map(str, ids[:_EXAMPLES])) + (" ..." if len(ids) > _EXAMPLES else "")
-        raise RossmannDataError(paths[first.used_in], "Store", f"stores absent from {paths[first.absent_from]}: {shown}")
+        raise RossmannDataError(paths[first.used_in], "Store",
+                                f"stores absent from {paths[first.absent_from]}: {shown}")
 
 
 def _raise_duplicate(frame: DataFrame, table: Table, path: str) -> None:

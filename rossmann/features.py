@@ -98,7 +98,8 @@ def add_competition_features(df: DataFrame) -> DataFrame:
     year = F.coalesce("CompetitionOpenSinceYear", F.lit(1900))
     month = F.coalesce("CompetitionOpenSinceMonth", F.lit(1))
     df = (df.withColumn("CompetitionOpenSinceYear", year).withColumn("CompetitionOpenSinceMonth", month)
-          .withColumn("CompetitionOpenSince", F.expr("make_date(CompetitionOpenSinceYear, CompetitionOpenSinceMonth, 15)")))
+          .withColumn("CompetitionOpenSince",
+                      F.expr("make_date(CompetitionOpenSinceYear, CompetitionOpenSinceMonth, 15)")))
     days = _clamped_days(F.col("CompetitionOpenSince"), F.col("CompetitionOpenSinceYear"), 30 * MAX_COMPETITION_MONTHS)
     return (df.withColumn("CompetitionMonthsOpen", F.floor(days / 30).cast("int"))
             .withColumn("CompetitionDistance", F.coalesce("CompetitionDistance", F.lit(NO_COMPETITION_DISTANCE))))
@@ -224,6 +225,7 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float 
     started = time.time()
     out_dir = os.path.abspath(out_dir)
     _check_output_dir(out_dir)
+    spark.sparkContext.setJobDescription(f"rossmann prepare {out_dir}")  # names its jobs in the Spark UI
     test_window = tuple(raw.test.agg(F.min("Date"), F.max("Date")).first())
     val_window = validation_window(*test_window)
     df = split_rows(raw, val_window, sample_rate, seed).persist(StorageLevel.MEMORY_AND_DISK_DESER)
@@ -249,6 +251,7 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float 
         _write(finalize(df, vocab), metadata, out_dir, min_row_groups)
     finally:
         df.unpersist()
+        spark.sparkContext.setJobDescription(None)
     log.info("prepared %s in %.1f s", out_dir, time.time() - started)
     return metadata
 
@@ -261,8 +264,8 @@ def _write(df: DataFrame, metadata: dict, out_dir: str, min_row_groups: int) -> 
         for name, cols in SPLIT_COLUMNS.items():
             rows = metadata["rows"][name]
             path = os.path.join(tmp, name)
-            df.filter(F.col("_split") == name).select(*cols).repartition(max(min_row_groups, math.ceil(rows / 200_000))) \
-                .write.parquet(path)
+            parts = max(min_row_groups, math.ceil(rows / 200_000))
+            df.filter(F.col("_split") == name).select(*cols).repartition(parts).write.parquet(path)
             groups = _row_groups(path)
             if groups < min_row_groups:
                 raise RuntimeError(f"{path}: {groups} row groups written, {min_row_groups} needed")

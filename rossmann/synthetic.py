@@ -43,7 +43,8 @@ STORE_STATES_INFO = {
 OTHER_STATES = {"BB": ("Brandenburg", 9.3), "HB": ("Bremen", 9.8), "MV": ("MecklenburgVorpommern", 8.8),
                 "SL": ("Saarland", 9.9)}
 TEST_ONLY_EVENT = "Rain-Hail-Thunderstorm"
-PROMO_INTERVALS = {"Jan,Apr,Jul,Oct": (1, 4, 7, 10), "Feb,May,Aug,Nov": (2, 5, 8, 11), "Mar,Jun,Sept,Dec": (3, 6, 9, 12)}
+PROMO_INTERVALS = {"Jan,Apr,Jul,Oct": (1, 4, 7, 10), "Feb,May,Aug,Nov": (2, 5, 8, 11),
+                   "Mar,Jun,Sept,Dec": (3, 6, 9, 12)}
 EVENT_EFFECTS = {"Fog": -0.02, "Rain": -0.04, "Snow": -0.10, "Thunderstorm": -0.03}
 DOW_EFFECT = np.array([0.18, 0.05, 0.0, 0.0, 0.05, -0.05, 0.20])  # Monday .. Sunday
 GAP = (dt.date(2014, 7, 1), dt.date(2014, 12, 31))  # rows missing for a sixth of the stores, as in the real data

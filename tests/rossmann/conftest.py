@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -19,6 +21,7 @@ def spark():
                .config("spark.driver.host", "127.0.0.1")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
+    session.sparkContext.pythonExec = sys.executable  # Python workers (other tests' UDFs) get this venv
     yield session
     session.stop()
 
@@ -36,9 +39,9 @@ def tiny_data(tmp_path_factory) -> SyntheticReport:
                     test_days=20)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def tiny_raw(spark, tiny_data) -> RawData:
-    """tiny_data loaded (and cached) once."""
+    """tiny_data loaded (and cached) once per module (released before other modules may stop the session)."""
     raw = load(spark, tiny_data.out_dir)
     yield raw
     raw.unpersist()

@@ -137,8 +137,11 @@ def test_counters_accept_int_string_and_boolean_events(spark, kind, no, yes):
 
 def test_split_rows_samples_train_and_val_but_never_test(tiny_raw, tiny_data):
     window = tuple(D.fromisoformat(d) for d in tiny_data.validation_window)
-    full = {r["_split"]: r["count"] for r in split_rows(tiny_raw, window).groupBy("_split").count().collect()}
-    half = {r["_split"]: r["count"] for r in split_rows(tiny_raw, window, 0.5, seed=1).groupBy("_split").count().collect()}
+
+    def counts(*args):
+        return {r["_split"]: r["count"] for r in split_rows(tiny_raw, window, *args).groupBy("_split").count().collect()}
+
+    full, half = counts(), counts(0.5, 1)
     assert full["test"] == half["test"] == tiny_data.test_rows
     assert full["val"] == tiny_data.validation_rows
     assert 0.4 < half["train"] / full["train"] < 0.6
