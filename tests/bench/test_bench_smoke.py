@@ -1,0 +1,58 @@
+"""Fast checks of the benchmark scripts (the benchmarks themselves run with ``make bench``)."""
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ["launch", "prep", "predict", "train_scale"]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_script_starts_and_has_a_quick_mode(name):
+    out = subprocess.run([sys.executable, "-m", f"bench.{name}", "--help"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout
+    assert "--quick" in out.stdout
+
+
+def test_table_and_round_robin():
+    from bench._common import round_robin, table
+
+    calls = []
+    samples = round_robin({"a": lambda: calls.append("a") or 1.0, "b": lambda: calls.append("b") or 2.0}, 2,
+                          log=lambda _: None)
+    assert calls == ["a", "b", "a", "b"] and samples == {"a": [1.0, 1.0], "b": [2.0, 2.0]}
+    assert table(["x", "y"], [[1, "long"]]).splitlines() == ["| x | y    |", "|---|------|", "| 1 | long |"]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from bench._common import spark_session
+
+    session = spark_session(spark_sql_shuffle_partitions="2")
+    yield session
+    session.stop()
+
+
+def test_reference_counters_equal_ours(spark):
+    """The reference approach's Python counters (bench/_reference_prep.py) give our window-function values,
+    including a store with no event at all and events on its first and last day."""
+    from bench._reference_prep import add_elapsed
+    from rossmann.features import add_event_counters
+
+    day = dt.date(2015, 1, 1)
+    rows = [(store, day + dt.timedelta(d), promo, holiday, 0)
+            for store, events in ((1, {0, 3, 9}), (2, set()), (3, {5}))
+            for d in range(10)
+            for promo, holiday in [(int(d in events), "a" if d == 4 and store == 3 else "0")]]
+    df = spark.createDataFrame(rows, "Store int, Date date, Promo int, StateHoliday string, SchoolHoliday int")
+    cols = ["Promo", "StateHoliday", "SchoolHoliday"]
+    counters = [p + c for p in ("Before", "After") for c in cols]
+    ours = {(r.Store, r.Date): tuple(r[c] for c in counters) for r in add_event_counters(df, cols).collect()}
+    theirs = {(r.Store, r.Date): tuple(r[c] for c in counters) for r in add_elapsed(df, cols).collect()}
+    assert ours == theirs
+    assert ours[(3, day + dt.timedelta(2))] == (3, 2, 7, 2, 2, 2)  # Promo on day 5, holiday on day 4, none
