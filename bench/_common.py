@@ -117,6 +117,7 @@ def machine() -> Dict[str, Any]:
     except OSError:
         pass
     info["load_average_at_start"] = round(load_average(), 2)
+    info["other_busy_processes_at_start"] = busy_processes()
     return info
 
 
@@ -128,11 +129,23 @@ def save(name: str, result: Dict[str, Any]) -> Path:
     return path
 
 
+def busy_processes(threshold: float = 10.0) -> List[str]:
+    """Other processes using more than ``threshold`` % CPU right now (not this one): they make timings noisy."""
+    out = subprocess.run(["ps", "-eo", "pid=,pcpu=,args="], stdout=subprocess.PIPE, text=True).stdout
+    busy = []
+    for line in out.splitlines():
+        pid, cpu, args = line.split(None, 2)
+        if int(pid) != os.getpid() and float(cpu) > threshold and not args.startswith("ps "):
+            busy.append(f"{cpu}% {args[:100]}")
+    return busy
+
+
 def header(title: str, quick: bool) -> None:
     print(f"\n=== {title}{' (--quick)' if quick else ''} ===", flush=True)
-    load = load_average()
-    if load > 0.7:
-        print(f"note: load average {load:.2f} at start; other work on this machine makes timings noisy", flush=True)
+    busy = busy_processes()
+    print(f"load average {load_average():.2f}; other busy processes: {len(busy)}", flush=True)
+    for line in busy[:5]:
+        print(f"note: busy: {line} (timings will be noisy)", flush=True)
 
 
 def spark_session(master: str = "local[2]", **conf: str):

@@ -5,7 +5,8 @@ Both use the same trained Rossmann model on the prepared full-size synthetic tes
     the Parquet, predicts in batches of 16,384 rows, returns the Kaggle rows), one process;
   * Horovod: ``KerasModel(model=...).transform(df).collect()`` on Spark local[2] (one ``predict_on_batch``
     call per row, one CPU thread per Spark task, as Horovod sets it). At about a hundred rows per second it
-    gets every EVERY-th test row (6,690 rows), cached in memory, in 2 partitions (one per core).
+    gets every EVERY-th test row (1,338 rows), cached in memory, in 2 partitions (one per core); its fixed
+    cost (the Spark job, each task loading the model) is measured on 2 rows and also reported taken out.
 Rows per second are compared. The predictions are checked to agree (relative difference of Sales).
 Measured for the workflow's default network (hidden [256, 128]) and the reference example's
 (hidden [1000, 1000, 1000, 500]).
@@ -25,7 +26,7 @@ from bench._common import (CACHE, fmt, header, machine, median, parser, prepared
 
 # Horovod's per-row cost does not depend on how many rows there are; only its per-task model loading is
 # amortised over fewer rows (docs/performance.md says by how much). Ours always predicts all test rows.
-EVERY = 8
+EVERY = 40
 MODELS = {"workflow default [256, 128]": [256, 128], "reference [1000, 1000, 1000, 500]": [1000, 1000, 1000, 500]}
 
 
@@ -56,10 +57,11 @@ def trained_model(prepared, hidden, quick: bool):
     return model
 
 
-def horovod_transform(spark, model, prepared, metadata, every: int):
-    """Horovod's KerasModel on our model; returns a function that runs transform on every ``every``-th test
-    row (by Id) and collects (Id, prediction), and that row count. The input has 2 partitions, one per core
-    (each Spark task deserialises the model once; fewer partitions than cores would idle a core)."""
+def horovod_transform(spark, model, prepared, metadata):
+    """Horovod's KerasModel on our model; returns ``subset(modulo)``, which gives a function that runs
+    transform on the test rows whose Id is a multiple of ``modulo`` and collects (Id, prediction), and that
+    row count. The input is cached and has 2 partitions, one per core (each Spark task loads the model once;
+    fewer partitions than cores would idle a core)."""
     from horovod.spark.common import util
     from horovod.spark.keras import KerasModel
     from pyspark.sql import functions as F
@@ -73,13 +75,13 @@ def horovod_transform(spark, model, prepared, metadata, every: int):
     keras_model = KerasModel(model=model, feature_columns=features, label_columns=[label],
                              custom_objects=CUSTOM_OBJECTS, _metadata=label_meta, _floatx="float32")
     test = spark.read.parquet(str(prepared / "test")).select("Id", "Open", *features)
-    test = test.filter(F.col("Id") % every == 0).coalesce(2).cache()
-    rows = test.count()
 
-    def run():
-        return keras_model.transform(test).select("Id", f"{label}__output").collect()
+    def subset(modulo: int):
+        df = test.filter(F.col("Id") % modulo == 0).coalesce(2).cache()
+        rows = df.count()
+        return (lambda: keras_model.transform(df).select("Id", f"{label}__output").collect()), rows
 
-    return run, rows
+    return subset
 
 
 def main() -> None:
@@ -101,7 +103,11 @@ def main() -> None:
     results, table_rows, ratios = {}, [], {}
     for name, hidden in MODELS.items():
         model = trained_model(prepared, hidden, args.quick)
-        transform, their_rows = horovod_transform(spark, model, prepared, metadata, every)
+        subset = horovod_transform(spark, model, prepared, metadata)
+        transform, their_rows = subset(every)
+        # Horovod's fixed cost: the Spark job and each task loading the model, measured on 2 rows
+        fixed_run, _ = subset(max(1, rows // 2))
+        fixed = min(timed(fixed_run) for _ in range(2))  # the first also starts Spark's Python workers
         ours_out, theirs_out = {}, {}
 
         def ours():
@@ -120,21 +126,28 @@ def main() -> None:
         if len(theirs_sales) != their_rows or rel > 1e-3:
             raise AssertionError(f"predictions differ: {len(theirs_sales)} rows, max relative difference {rel}")
         o, h = median(samples["ours"]), median(samples["horovod"])
-        ratios[name] = (rows / o) / (their_rows / h)
-        results[name] = {"samples": samples, "max_relative_difference": rel, "rows": {"ours": rows,
-                                                                                        "horovod": their_rows}}
+        per_row = their_rows / max(h - fixed, 1e-9)  # Horovod's rate without its fixed cost: the kindest view
+        ratios[name] = (rows / o) / per_row
+        measured = (rows / o) / (their_rows / h)
+        results[name] = {"samples": samples, "max_relative_difference": rel, "fixed_seconds": fixed,
+                         "rows": {"ours": rows, "horovod": their_rows}, "speedup_as_measured": measured}
         table_rows.append([name, "predict_submission (ours)", f"{rows:,}", fmt(rows / o, 0), fmt(o, 3),
-                           " ".join(fmt(x, 3) for x in samples["ours"]), fmt(ratios[name], 1) + "x"])
-        table_rows.append([name, "KerasModel.transform (Horovod)", f"{their_rows:,}", fmt(their_rows / h, 0),
-                           fmt(h, 3), " ".join(fmt(x, 3) for x in samples["horovod"]), "1.0x"])
+                           " ".join(fmt(x, 3) for x in samples["ours"]),
+                           f"{fmt(measured, 0)}x / {fmt(ratios[name], 0)}x"])
+        table_rows.append([name, "KerasModel.transform (Horovod)", f"{their_rows:,}",
+                           f"{fmt(their_rows / h, 0)} ({fmt(per_row, 0)})", fmt(h, 3),
+                           " ".join(fmt(x, 3) for x in samples["horovod"]) + f"; fixed cost {fixed:.1f}", ""])
         print(f"  max relative difference of predicted Sales: {rel:.2e}", flush=True)
         tf.keras.backend.clear_session()
     spark.stop()
-    print(f"\nPrediction of the test split (median of {reps}; speed-up = our rows/s / Horovod's rows/s)")
+    print(f"\nPrediction of the test split (median of {reps}). Horovod's rows/s in brackets: without its fixed cost "
+          "(Spark job + model loading, measured on 2 rows). Speed-up = our rows/s / Horovod's, as measured / "
+          "without its fixed cost")
     print(table(["model", "predictor", "rows", "rows/s", "median s", "all repetitions (s)", "speed-up"],
                 table_rows))
     for name, ratio in ratios.items():
-        print(f"RATIO {name}: predict_submission is {ratio:.1f}x faster than KerasModel.transform "
+        print(f"RATIO {name}: predict_submission is {ratio:.1f}x faster than KerasModel.transform without its "
+              "fixed cost "
               f"(target >= 20x: {'met' if ratio >= 20 else 'MISSED'})")
     path = save("predict", {"quick": args.quick, "reps": reps, "rows": rows, "machine": info, "models": results,
                             "ratios": ratios})

@@ -593,10 +593,11 @@ def run_on_spark(
 ) -> List[Optional[RankResult]]:
     """Run ``fn(**kwargs)`` on ``num_proc`` ranks, one Spark task each.
 
-    Controller ``gloo``: one barrier-mode Spark stage of ``num_proc`` tasks; the tasks exchange their hosts,
-    the rank-0 task serves Horovod's Gloo rendezvous, and every task starts its rank process at once with
-    Horovod's environment contract. The driver watches ``failure_dir`` and cancels the stage as soon as a
-    rank reports a failure. Controller ``mpi``: ``horovod.spark.run`` (mpirun through its task services).
+    Controller ``gloo``: one barrier-mode Spark stage of ``num_proc`` tasks. The driver serves Horovod's Gloo
+    rendezvous; every task reads all tasks' hosts from its barrier context, derives the same slot plan, and
+    starts its rank process at once with Horovod's environment contract. The driver watches ``failure_dir``
+    and cancels the stage as soon as a rank reports a failure. Controller ``mpi``: ``horovod.spark.run``
+    (mpirun through its task services).
 
     ``failure_dir`` must be reachable from the executors (a local path in local mode, else a remote URL).
     """
