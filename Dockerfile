@@ -41,9 +41,10 @@ ENV VENV=/opt/venv \
 # Dependencies first, so code changes do not reinstall them. The editable install of this project only needs its
 # package folders to exist; the real code is copied over them below.
 COPY pyproject.toml constraints.txt README.md /root/
+COPY plugins/flytekit-horovod/pyproject.toml plugins/flytekit-horovod/README.md /root/plugins/flytekit-horovod/
 COPY scripts/setup.sh /root/scripts/setup.sh
-RUN mkdir -p plugins/flytekitplugins/horovod rossmann \
-    && touch plugins/flytekitplugins/horovod/__init__.py rossmann/__init__.py
+RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod rossmann \
+    && touch plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py rossmann/__init__.py
 # The Horovod wheel setup.sh builds is kept in a BuildKit cache (.cache/wheels), so a rebuild does not recompile it.
 RUN --mount=type=cache,target=/root/.cache \
     VENV=/opt/venv TF_PACKAGE=${TF_PACKAGE} WITH_MPI=1 EXTRAS=test bash scripts/setup.sh

@@ -2,7 +2,7 @@
 # Sets up everything this project needs, from nothing, and is quick when nothing changed:
 #   system packages (Java for pyspark, OpenMPI and an ssh client for mpirun, cmake and g++ for Horovod),
 #   a virtual environment in .venv, TensorFlow first, Horovod built against it (Gloo, plus MPI when
-#   OpenMPI is present), then this project (editable) and its pinned dependencies.
+#   OpenMPI is present), then the plugin and this project (both editable) and their pinned dependencies.
 # The Dockerfile runs this same script, so the image and a local set-up install the same pins.
 #
 # Environment: VENV (default .venv), PYTHON (default python3.11), TF_PACKAGE (tensorflow-cpu or
@@ -17,6 +17,7 @@ WITH_MPI=${WITH_MPI:-auto}
 EXTRAS=${EXTRAS:-test}
 CONSTRAINTS=$ROOT/constraints.txt
 WHEELS=$ROOT/.cache/wheels
+PLUGIN=$ROOT/plugins/flytekit-horovod  # the plugin: its own distribution, installed before the example project
 export TF_CPP_MIN_LOG_LEVEL=3 PIP_DISABLE_PIP_VERSION_CHECK=1
 say() { echo "[setup] $*" >&2; }
 
@@ -54,7 +55,7 @@ if [ "$WITH_MPI" = auto ]; then
 fi
 
 # --- 2. is the environment already current? ---------------------------------------------------
-key=$(cat "$ROOT/pyproject.toml" "$CONSTRAINTS" "$ROOT/scripts/setup.sh" | sha256sum | cut -c1-16)
+key=$(cat "$ROOT/pyproject.toml" "$PLUGIN/pyproject.toml" "$CONSTRAINTS" "$ROOT/scripts/setup.sh" | sha256sum | cut -c1-16)
 key="$key-$TF_PACKAGE-mpi$WITH_MPI-$EXTRAS"
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.setup-key" 2>/dev/null)" = "$key" ]; then
     say "environment in $VENV is up to date"
@@ -85,8 +86,8 @@ if [ "$(grep -c -E "$wanted" <<<"$build_report")" -lt "$([ "$WITH_MPI" = 1 ] && 
     "${PIP[@]}" install --force-reinstall --no-deps "$hvd_wheels"/horovod-*.whl
 fi
 
-say "installing the project and its pinned dependencies"
-"${PIP[@]}" install -c "$CONSTRAINTS" -e "$ROOT[$EXTRAS]"
+say "installing the plugin (plugins/flytekit-horovod), the Rossmann project and their pinned dependencies"
+"${PIP[@]}" install -c "$CONSTRAINTS" -e "$PLUGIN" -e "$ROOT[$EXTRAS]"
 build_report=$(check_build)  # horovodrun needs the dependencies the project install just added
 if [ "$(grep -c -E "$wanted" <<<"$build_report")" -lt "$([ "$WITH_MPI" = 1 ] && echo 3 || echo 1)" ]; then
     say "horovod is installed but 'horovodrun --check-build' does not show the expected frameworks:"
