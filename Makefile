@@ -2,7 +2,7 @@
 # Every target sets up first; the set-up takes seconds when nothing changed.
 PYTEST_ARGS ?=
 
-.PHONY: setup run run-mpi test bench
+.PHONY: setup run run-mpi test test-fast test-multihost bench
 setup:
 	bash scripts/setup.sh
 
@@ -15,6 +15,14 @@ run-mpi: setup
 # pytest exits 5 when it collected no test; make treats any non-zero exit as a failure, so that fails too.
 test: setup
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
+
+# The fast part alone: no slow end-to-end, fault or multi-host test.
+test-fast: setup
+	.venv/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# Several hosts as Linux network namespaces on this machine (root); `make test` runs them too when it can.
+test-multihost: setup
+	.venv/bin/python -m pytest -m multihost $(PYTEST_ARGS)
 
 bench: setup
 	bash bench/run_all.sh
