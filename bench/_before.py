@@ -6,27 +6,30 @@ import os
 import shutil
 import tempfile
 
-from flytekitplugins.horovod import mpi, runtime
+from flytekitplugins.horovod import mpi
+from flytekitplugins.horovod.failures import RankFailures
+from flytekitplugins.horovod.rank import RankJob, import_path, run_rank
+from flytekitplugins.horovod.settings import Horovod
 
 
 def run_local_before(fn, kwargs=None, num_proc=2, settings=None, flyte=None, all_ranks=False):
-    """The previous ``runtime.run_local``: ``horovod.runner.run(run_rank, ...)`` with the same job."""
+    """The previous local launcher: ``horovod.runner.run(run_rank, ...)`` with the same job."""
     import horovod.runner
 
-    settings = settings or runtime.Horovod()
+    settings = settings or Horovod()
     failure_dir = tempfile.mkdtemp(prefix="horovod-failures-")
-    job = runtime._rank_job(fn, kwargs or {}, failure_dir, settings, flyte=flyte, all_ranks=all_ranks)
-    env = {**settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": runtime._import_path(fn)}
+    job = RankJob.of(fn, kwargs, failure_dir, settings, flyte=flyte, all_ranks=all_ranks)
+    env = {**settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return horovod.runner.run(runtime.run_rank, args=(job,), num_proc=num_proc, hosts=f"localhost:{num_proc}",
+        return horovod.runner.run(run_rank, args=(job,), num_proc=num_proc, hosts=f"localhost:{num_proc}",
                                   start_timeout=settings.start_timeout, use_gloo=settings.controller == "gloo",
                                   use_mpi=settings.controller == "mpi",
                                   mpi_args="--allow-run-as-root --oversubscribe" if settings.controller == "mpi"
                                   else None, disable_cache=True)
     except Exception as exc:
-        raise runtime.failure_report(failure_dir, exc) from None
+        raise RankFailures(failure_dir).error(exc) from None
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

@@ -71,5 +71,7 @@ def test_launcher_replicas_default_to_one_and_workers_are_required():
     assert MPIJob(worker=Worker(replicas=2)).launcher.replicas == 1
     with pytest.raises(ValueError, match="worker=Worker"):
         task(task_config=MPIJob())(_body)
-    with pytest.raises(ValueError, match="slots >= 1"):
-        task(task_config=MPIJob(worker=Worker(replicas=2), slots=0))(_body)
+    with pytest.raises(ValueError, match=r"slots=0: must be a whole number, at least 1"):
+        MPIJob(worker=Worker(replicas=2), slots=0)
+    with pytest.raises(ValueError, match=r"worker.replicas=2.5: must be a whole number, at least 1"):
+        MPIJob(worker=Worker(replicas=2.5))

@@ -3,20 +3,17 @@
 MPI route: ``@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(...)))``.
 Spark route: ``@task(task_config=HorovodSpark(num_proc=2, horovod=Horovod(...)))`` with ``spark_run``,
 ``spark_backend`` and ``spark_store`` in the body. Anywhere: ``HorovodRunner(np=2).run(main, **kwargs)``.
+
+Importing this package registers the task plugins and changes nothing else (no environment variable, no logging
+handler): what a task or a rank needs is set when it starts.
 """
-
-import os
-import sys
-
-# Spark's Python workers run ``python3`` from PATH unless told otherwise; in a local run that can be another
-# interpreter than the one with Horovod and TensorFlow. On a cluster the Spark operator sets PYSPARK_PYTHON.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from flytekitplugins.kfmpi import CleanPodPolicy, Launcher, RestartPolicy, RunPolicy, Worker
 
+from .failures import RankFailedError, RankLostError
 from .mpi import HorovodMPIFunctionTask, MPIJob
 from .runner import HorovodRunner
-from .runtime import NotEnoughSlotsError, RankFailedError
+from .settings import Horovod, HorovodConfigError, compression, current_settings
 from .spark import (
     HorovodSpark,
     HorovodSparkContext,
@@ -26,7 +23,7 @@ from .spark import (
     spark_run,
     spark_store,
 )
-from .settings import Horovod, HorovodConfigError, compression, current_settings
+from .spark_launcher import NotEnoughSlotsError
 
 __all__ = [
     "CleanPodPolicy",
@@ -41,6 +38,7 @@ __all__ = [
     "MPIJob",
     "NotEnoughSlotsError",
     "RankFailedError",
+    "RankLostError",
     "RestartPolicy",
     "RunPolicy",
     "Worker",

@@ -1,31 +1,31 @@
 """The MPI route: a kfmpi-compatible ``MPIJob`` whose local runs start real Horovod ranks."""
 
+import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, List
 
-import fsspec
-from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
 from flytekit.core.base_task import IgnoreOutputs
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from .runtime import (
-    FlyteRankContext,
-    failure_report,
-    launched_rank,
-    launched_size,
-    logger,
-    record_failure,
-    run_local,
-    run_rank_in_world,
-)
-from .settings import Horovod
+from .failures import RankFailures
+from .flyte_context import FlyteRankContext
+from .local_launcher import run_local
+from .rank import launched_rank, launched_size, start_rank
+from .settings import Horovod, HorovodConfigError
+
+logger = logging.getLogger("flytekitplugins.horovod")
 
 # The launcher's hostfile: the MPI operator mounts it and sets this variable on the launcher pod; Kubernetes
 # expands $(VAR) in container commands, so horovodrun reads the same hostfile mpirun reads by default.
 HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
+
+
+def _whole(name: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise HorovodConfigError(f"{name}={value!r}: must be a whole number, at least 1")
 
 
 @dataclass
@@ -43,15 +43,18 @@ class MPIJob(kfmpi.MPIJob):
         if self.launcher.replicas is None and self.num_launcher_replicas is None:
             self.launcher.replicas = 1
         if not isinstance(self.horovod, Horovod):
-            raise TypeError(f"MPIJob.horovod must be a Horovod settings object, got {type(self.horovod).__name__}")
+            raise HorovodConfigError(f"MPIJob.horovod must be a Horovod(...) settings object, got "
+                                     f"{type(self.horovod).__name__}")
+        for name, value in (("worker.replicas", self.worker.replicas), ("num_workers", self.num_workers),
+                            ("launcher.replicas", self.launcher.replicas), ("slots", self.slots)):
+            _whole(name, value)
 
     @property
     def num_ranks(self) -> int:
+        """``worker.replicas * slots``: the one place the rank count of an MPIJob task comes from."""
         replicas = self.num_workers or self.worker.replicas
         if replicas is None:
-            raise ValueError("MPIJob needs worker=Worker(replicas=N): the number of worker pods")
-        if replicas < 1 or self.slots < 1:
-            raise ValueError(f"MPIJob needs worker.replicas >= 1 and slots >= 1, got {replicas} and {self.slots}")
+            raise HorovodConfigError("MPIJob needs worker=Worker(replicas=N): the number of worker pods")
         return replicas * self.slots
 
 
@@ -67,69 +70,65 @@ class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
 
     def get_command(self, settings: SerializationSettings) -> List[str]:
         """The launcher's command: ``mpirun`` (controller mpi) or ``horovodrun`` (gloo) around pyflyte-execute."""
-        execute = ["python", settings.entrypoint_settings.path] + PythonFunctionTask.get_command(self, settings)
+        execute = ["python", settings.entrypoint_settings.path] + self._get_base_command(settings)
         return launcher_command(self.task_config.num_ranks, self.task_config.horovod) + execute
 
     def execute(self, **kwargs) -> Any:
         config = self.task_config
         if launched_rank() is not None:
             return self._execute_in_world(**kwargs)
-        results = run_local(
-            self._task_function,
-            kwargs,
-            num_proc=config.num_ranks,
-            settings=config.horovod,
-            flyte=FlyteRankContext.capture(),
-        )
-        return self._adopt(results[0])
+        results = run_local(self._task_function, kwargs, num_proc=config.num_ranks, settings=config.horovod,
+                            flyte=FlyteRankContext.capture())
+        return adopt(results[0])
 
     def _execute_in_world(self, **kwargs) -> Any:
         """Already one rank of a launched world (mpirun/horovodrun on a cluster): run once, rank 0 writes outputs.
 
         Every rank's pyflyte-execute writes a failure to the same ``error.pb``, last writer wins; so rank 0,
         whose error is usually only the echo of another rank's ("Horovod has been shut down"), reports the
-        first rank that failed, with its traceback, read from a folder all ranks share.
+        first rank that failed, with its host and traceback, read from a folder all ranks share.
         """
         import flytekit
-        import horovod.tensorflow as hvd
 
         rank, size = launched_rank(), launched_size()
-        failures = f"{flytekit.current_context().raw_output_prefix.rstrip('/')}/horovod-failures"
+        failures = RankFailures(f"{flytekit.current_context().raw_output_prefix.rstrip('/')}/horovod-failures")
         logger.info("rank %s of %s: running %s inside the launched world", rank, size, self.name)
+        settings = self.task_config.horovod
         try:
-            result = run_rank_in_world(self._task_function, kwargs, self.task_config.horovod)
-            hvd.join()  # rank 0 must not report success while another rank is still failing
+            start_rank(settings)
+            result = self._task_function(**kwargs)
+            hvd = settings.module()
+            if hvd is not None and hasattr(hvd, "join"):
+                hvd.join()  # rank 0 must not report success while another rank is still failing
         except Exception as exc:
-            record_failure(failures, rank, exc)
+            failures.record_exception(rank, exc)
             if rank != 0:
                 raise
             _wait_for_other_failures(failures, timeout=5.0)
-            raise failure_report(failures, exc) from None
+            raise failures.error(exc) from None
         if rank != 0:
             raise IgnoreOutputs(f"rank {rank}: only rank 0 writes the task's outputs")
         return result
 
-    @staticmethod
-    def _adopt(result) -> Any:
-        """Rank 0's return value, with the decks it made added to this task's decks."""
-        import flytekit
 
-        decks = flytekit.current_context().decks
-        for deck in result.decks:
-            if deck not in decks:
-                decks.append(deck)
-        return result.value
+def adopt(result) -> Any:
+    """Rank 0's return value, with the decks it made added to the running task's decks."""
+    import flytekit
+
+    decks = flytekit.current_context().decks
+    for deck in result.decks:
+        if deck not in decks:
+            decks.append(deck)
+    return result.value
 
 
-def _wait_for_other_failures(failure_dir: str, timeout: float) -> None:
+def _wait_for_other_failures(failures: RankFailures, timeout: float) -> None:
     """Give the rank that failed first a moment to record its traceback (rank 0 often fails as its echo)."""
-    fs, _, (root,) = fsspec.get_fs_token_paths(failure_dir)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if len(fs.glob(f"{root}/rank-*.txt")) > 1:
+        if len(failures.failures()) > 1:
             return
         time.sleep(0.2)
-        fs.invalidate_cache()
 
 
 def launcher_command(num_ranks: int, settings: Horovod) -> List[str]:

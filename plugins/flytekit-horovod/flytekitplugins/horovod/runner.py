@@ -3,8 +3,10 @@
 import tempfile
 from typing import Any, Callable, Optional
 
-from .runtime import run_local, run_on_spark
-from .settings import Horovod
+from .local_launcher import run_local
+from .settings import Horovod, HorovodConfigError
+from .spark import current_horovod_spark, prepare_local_session
+from .spark_launcher import run_on_spark
 
 
 class HorovodRunner:
@@ -12,19 +14,22 @@ class HorovodRunner:
 
     ``np < 0`` runs ``-np`` ranks as local processes on this machine (no Spark needed); ``np > 0`` runs
     ``np`` ranks as Spark tasks of the active SparkSession (inside a HorovodSpark task: the task's session,
-    settings and store). ``main`` and its keyword arguments are cloudpickled to every rank.
+    settings and store; ``np`` must then fit the slots the task reserved). ``settings`` overrides the Horovod
+    settings (default: the task's, or ``Horovod()`` outside one). ``main`` and its keyword arguments are
+    cloudpickled to every rank.
     """
 
     def __init__(self, np: int, settings: Optional[Horovod] = None):
-        if np == 0:
-            raise ValueError("HorovodRunner(np=0): use np > 0 for ranks as Spark tasks, np < 0 for local processes")
+        if isinstance(np, bool) or not isinstance(np, int) or np == 0:
+            raise HorovodConfigError(f"HorovodRunner(np={np!r}): np must be a whole number, > 0 for ranks as Spark "
+                                     "tasks, < 0 for local processes")
+        if settings is not None and not isinstance(settings, Horovod):
+            raise HorovodConfigError(f"HorovodRunner(settings=...) must be a Horovod(...), got {type(settings).__name__}")
         self.np = np
         self.settings = settings
 
     def run(self, main: Callable, **kwargs: Any) -> Any:
         """Run ``main(**kwargs)`` on every rank; returns what rank 0 returned."""
-        from .spark import current_horovod_spark
-
         try:
             task = current_horovod_spark()
         except RuntimeError:
@@ -41,18 +46,12 @@ class HorovodRunner:
 
 def _active_or_local_session(np: int):
     """The active SparkSession, or a local one with a slot per rank."""
-    import os
-
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    slots = max(np, os.cpu_count() or 1)
-    return (
-        SparkSession.builder.master(f"local[{slots}]")
-        .appName("HorovodRunner")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    builder = SparkSession.builder.appName("HorovodRunner").config("spark.ui.enabled", "false")
+    for key, value in prepare_local_session(np).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

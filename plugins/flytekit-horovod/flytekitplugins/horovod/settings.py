@@ -1,13 +1,22 @@
 """Typed Horovod settings, turned into ``HOROVOD_*`` environment variables and launcher flags in one place."""
 
 import dataclasses
+import importlib
 import json
 import os
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 CONTROLLERS = ("gloo", "mpi")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
+# The Horovod module whose ``init()`` a rank runs before the task body; None: the body initialises Horovod itself.
+FRAMEWORKS = {
+    "tensorflow": "horovod.tensorflow",
+    "keras": "horovod.keras",
+    "pytorch": "horovod.torch",
+    "mxnet": "horovod.mxnet",
+}
 SETTINGS_ENV = "FLYTE_HOROVOD_SETTINGS"  # the settings as JSON, so every rank can read them back
 
 
@@ -52,6 +61,9 @@ class Horovod:
 
     Args:
         controller: "gloo" (no MPI needed) or "mpi" (OpenMPI's mpirun launches the ranks).
+        framework: the Horovod module each rank initialises before the body runs: "tensorflow" (default),
+            "keras" (standalone Keras 2), "pytorch" or "mxnet" (Horovod must be built with it); None leaves
+            ``hvd.init()`` to the body.
         fusion_threshold_mb: tensor fusion buffer size in MB (Horovod's default is 128 MB; 0 disables fusion).
         cycle_time_ms: how long the background thread waits between fusion cycles.
         cache_capacity: response cache size (0 disables it).
@@ -64,10 +76,12 @@ class Horovod:
             ``compression()`` and pass it to ``hvd.DistributedOptimizer(..., compression=...)``.
         start_timeout: seconds to wait for all ranks to start before failing.
         log_level: Horovod's own log level (TRACE, DEBUG, INFO, WARNING, ERROR, FATAL).
-        verbose: make the launcher (horovodrun, horovod.spark.run) print what it does.
+        verbose: make the launchers log what they start (commands, hosts, environment) and pass
+            ``--verbose`` to horovodrun / a verbose level to horovod.spark.
     """
 
     controller: str = "gloo"
+    framework: Optional[str] = "tensorflow"
     fusion_threshold_mb: Optional[float] = None
     cycle_time_ms: Optional[float] = None
     cache_capacity: Optional[int] = None
@@ -83,13 +97,24 @@ class Horovod:
     verbose: bool = False
 
     def __post_init__(self):
+        problems = _type_problems(self)
+        if not problems:
+            problems = self._value_problems()
+        if problems:
+            raise HorovodConfigError("invalid Horovod settings: " + "; ".join(problems))
+        if self.log_level is not None:
+            self.log_level = self.log_level.upper()
+
+    def _value_problems(self) -> List[str]:
         problems = []
         if self.controller not in CONTROLLERS:
             problems.append(f"controller={self.controller!r} is not one of {', '.join(CONTROLLERS)}")
+        if self.framework is not None and self.framework not in FRAMEWORKS:
+            problems.append(f"framework={self.framework!r} is not one of {', '.join(FRAMEWORKS)} or None")
         for name in ("fusion_threshold_mb", "cache_capacity"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                problems.append(f"{name}={value} must not be negative")
+                problems.append(f"{name}={value} must not be negative (0 disables it)")
         if self.cycle_time_ms is not None and self.cycle_time_ms <= 0:
             problems.append(f"cycle_time_ms={self.cycle_time_ms} must be positive")
         if self.start_timeout <= 0:
@@ -100,16 +125,14 @@ class Horovod:
             problems.append("autotune_log_file is set but autotune is off")
         if self.timeline_mark_cycles and not self.timeline_filename:
             problems.append("timeline_mark_cycles is set but timeline_filename is not")
-        if problems:
-            raise HorovodConfigError("invalid Horovod settings: " + "; ".join(problems))
-        if self.log_level is not None:
-            self.log_level = self.log_level.upper()
+        return problems
 
     def _set_knobs(self) -> List[Tuple[_Knob, Any]]:
+        """The knobs that are set: None means unset, False means a switch that is off; 0 is a value."""
         return [
             (knob, getattr(self, name))
             for name, knob in _KNOBS.items()
-            if getattr(self, name) not in (None, False)
+            if getattr(self, name) is not None and getattr(self, name) is not False
         ]
 
     def env(self) -> Dict[str, str]:
@@ -134,12 +157,57 @@ class Horovod:
             args += ["-x", f"{name}={value}"]
         return args
 
+    def check_paths(self) -> None:
+        """Fail before any rank starts when a file Horovod will write has no folder on this host."""
+        for name in ("timeline_filename", "autotune_log_file"):
+            path = getattr(self, name)
+            folder = os.path.dirname(os.path.abspath(path)) if path else None
+            if folder and not os.path.isdir(folder):
+                raise HorovodConfigError(f"Horovod({name}={path!r}): the folder {folder} does not exist on this host")
+
+    def module(self) -> Optional[Any]:
+        """The chosen framework's Horovod module (``horovod.tensorflow`` ...), or None when ``framework`` is None."""
+        if self.framework is None:
+            return None
+        try:
+            return importlib.import_module(FRAMEWORKS[self.framework])
+        except ImportError as exc:
+            raise HorovodConfigError(
+                f"Horovod(framework={self.framework!r}): {FRAMEWORKS[self.framework]} cannot be imported ({exc}); "
+                "is Horovod built with this framework (horovodrun --check-build)?"
+            ) from exc
+
+    def init_horovod(self) -> Optional[Any]:
+        """Run ``init()`` of the chosen framework's Horovod module and return the module (None: no framework)."""
+        hvd = self.module()
+        if hvd is not None:
+            hvd.init()
+        return hvd
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "Horovod":
         return cls(**json.loads(text))
+
+
+def _type_problems(obj: Any) -> List[str]:
+    """Fields whose value does not have the declared type (bool is not accepted for a number, nor 2.5 for an int)."""
+    problems = []
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, hint = getattr(obj, f.name), hints[f.name]
+        allowed = tuple(t for t in typing.get_args(hint) if t is not type(None)) or (hint,)
+        if value is None and type(None) in typing.get_args(hint):
+            continue
+        if float in allowed:
+            allowed += (int,)
+        ok = isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
+        if not ok:
+            names = " or ".join(t.__name__ for t in allowed if t is not int or float not in allowed)
+            problems.append(f"{f.name}={value!r} must be {names}{' or None' if type(None) in typing.get_args(hint) else ''}")
+    return problems
 
 
 def current_settings() -> Horovod:
@@ -149,7 +217,7 @@ def current_settings() -> Horovod:
 
 
 def compression():
-    """``hvd.Compression.fp16`` when the task's settings ask for fp16 gradient compression, else ``none``."""
-    import horovod.tensorflow as hvd
-
-    return hvd.Compression.fp16 if current_settings().fp16_compression else hvd.Compression.none
+    """``Compression.fp16`` of the task's framework when its settings ask for fp16 gradients, else ``none``."""
+    settings = current_settings()
+    hvd = settings.module() or importlib.import_module(FRAMEWORKS["tensorflow"])
+    return hvd.Compression.fp16 if settings.fp16_compression else hvd.Compression.none

@@ -1,8 +1,10 @@
 """The Spark route: a Flyte Spark task whose body can run Horovod inside the same Spark cluster."""
 
 import contextlib
+import logging
 import math
 import os
+import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, Optional
@@ -14,10 +16,13 @@ from flytekit.extend import ExecutionState, TaskPlugins
 from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
-from .runtime import logger, run_on_spark, spark_slots
+from . import _shims
 from .settings import Horovod, HorovodConfigError
+from .spark_launcher import horovod_spark_options, run_on_spark, spark_slots
 
+logger = logging.getLogger("flytekitplugins.horovod")
 CONTEXT_ATTR = "HOROVOD_SPARK"  # flytekit.current_context().horovod_spark inside a HorovodSpark task
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass
@@ -33,8 +38,12 @@ class HorovodSpark(Spark):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.num_proc < 1:
-            raise HorovodConfigError(f"HorovodSpark(num_proc={self.num_proc}): needs at least one Horovod rank")
+        if isinstance(self.num_proc, bool) or not isinstance(self.num_proc, int) or self.num_proc < 1:
+            raise HorovodConfigError(f"HorovodSpark(num_proc={self.num_proc!r}): needs a whole number of Horovod "
+                                     "ranks, at least one")
+        if not isinstance(self.horovod, Horovod):
+            raise HorovodConfigError(f"HorovodSpark.horovod must be a Horovod(...) settings object, got "
+                                     f"{type(self.horovod).__name__}")
         slots = cluster_slots(horovod_spark_conf(self.spark_conf, self.num_proc))
         if slots < self.num_proc:
             raise HorovodConfigError(
@@ -64,6 +73,33 @@ def _slot_formula(conf: Dict[str, str]) -> str:
     return " x ".join(f"{k}={conf.get(k, '(default)')}" for k in keys)
 
 
+def prepare_local_session(num_proc: int, spark_conf: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """Get this process ready for a local SparkSession for ``num_proc`` ranks; return its conf (``spark_conf`` first).
+
+    A ``local[N]`` master with a slot per rank, and the driver advertised on the loopback address it is bound to
+    (else, where the host name resolves to a loopback address, Spark advertises another interface and cannot fetch
+    task results over 1 MB). Also makes Spark's Python workers run this interpreter (the one with Horovod) rather
+    than ``python3`` on PATH, unless ``PYSPARK_PYTHON`` says otherwise: pyspark reads only that variable.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = dict(spark_conf or {})
+    conf.setdefault("spark.master", f"local[{max(num_proc, os.cpu_count() or 1)}]")
+    if conf["spark.master"].startswith("local"):  # a user's own cluster master keeps Spark's address choice
+        conf.setdefault("spark.driver.bindAddress", LOOPBACK)
+        conf.setdefault("spark.driver.host", LOOPBACK)
+    return conf
+
+
+def _session_fits(spark, num_proc: int) -> bool:
+    """Whether a running local session has a slot per rank, an advertised address it is bound to, and the Python
+    workers ``prepare_local_session`` asks for."""
+    conf = spark.sparkContext.getConf()
+    local = spark.sparkContext.master.startswith("local")
+    return (spark_slots(spark) >= num_proc
+            and (not local or conf.get("spark.driver.host", "") == conf.get("spark.driver.bindAddress", LOOPBACK))
+            and spark.sparkContext.pythonExec == os.environ["PYSPARK_PYTHON"])
+
+
 @dataclass
 class HorovodSparkContext:
     """What a HorovodSpark task body can use: its ranks, settings, SparkSession and Flyte-managed store root."""
@@ -74,20 +110,17 @@ class HorovodSparkContext:
     store_prefix: str
 
     def backend(self, **kwargs):
-        """A ``SparkBackend`` for the Estimator API with this task's ranks and Horovod settings."""
+        """A ``SparkBackend`` for the Estimator API with this task's ranks and Horovod settings.
+
+        Keyword arguments override; asking for more ranks than the task reserved slots for is refused.
+        """
         from horovod.spark.common.backend import SparkBackend
 
-        options = dict(
-            num_proc=self.num_proc,
-            env=self.settings.env(),
-            start_timeout=self.settings.start_timeout,
-            use_gloo=self.settings.controller == "gloo",
-            use_mpi=self.settings.controller == "mpi",
-            verbose=2 if self.settings.verbose else 1,
-        )
-        if self.settings.controller == "mpi":
-            options["extra_mpi_args"] = "--allow-run-as-root"
-        return SparkBackend(**{**options, **kwargs})
+        options = {**horovod_spark_options(self.settings, self.num_proc), **kwargs}
+        if options["num_proc"] > self.num_proc:
+            raise HorovodConfigError(f"spark_backend(num_proc={options['num_proc']}): this task reserved Spark slots "
+                                     f"for {self.num_proc} ranks (HorovodSpark(num_proc={self.num_proc}))")
+        return SparkBackend(**options)
 
     def store(self, name: str = "store"):
         """A Horovod ``Store`` under this task's working area (local run) or raw output prefix (cluster)."""
@@ -107,9 +140,12 @@ def current_horovod_spark() -> HorovodSparkContext:
     import flytekit
 
     try:
-        return getattr(flytekit.current_context(), CONTEXT_ATTR.lower())
-    except (AssertionError, AttributeError):
+        params = flytekit.current_context()
+    except AssertionError:
+        params = None
+    if params is None or not params.has_attr(CONTEXT_ATTR):
         raise RuntimeError("no Horovod Spark context here: call this inside a @task(task_config=HorovodSpark(...))")
+    return getattr(params, CONTEXT_ATTR.lower())
 
 
 def spark_backend(**kwargs):
@@ -123,7 +159,10 @@ def spark_store(name: str = "store"):
 
 
 def spark_run(fn: Callable, kwargs: Optional[Dict[str, Any]] = None, all_ranks: bool = False):
-    """Run API inside a HorovodSpark task: ``fn`` on ``num_proc`` ranks; rank 0's result (or all ranks')."""
+    """Run API inside a HorovodSpark task: ``fn(**kwargs)`` on ``num_proc`` ranks; rank 0's result (or all ranks').
+
+    The keyword arguments are one dict (not ``**kwargs``) so that ``all_ranks`` can never collide with them.
+    """
     return current_horovod_spark().run(fn, kwargs, all_ranks)
 
 
@@ -138,34 +177,31 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
     def pre_execute(self, user_params: ExecutionParameters) -> ExecutionParameters:
         ctx = FlyteContextManager.current_context()
         local = not (ctx.execution_state and ctx.execution_state.mode == ExecutionState.Mode.TASK_EXECUTION)
-        with self._local_master(local):
+        num_proc = self.task_config.num_proc
+        with self._local_conf(local):
             params = super().pre_execute(user_params)
-        if local and spark_slots(self.sess) < self.task_config.num_proc:
-            logger.info("the running SparkSession has too few slots for %d ranks; starting a new one",
-                        self.task_config.num_proc)
-            self.sess.stop()
-            with self._local_master(local):
+            if local and not _session_fits(self.sess, num_proc):
+                logger.info("replacing the running SparkSession: it lacks slots for %d ranks, a loopback driver "
+                            "address or this Python", num_proc)
+                self.sess.stop()
                 params = super().pre_execute(user_params)
         prefix = user_params.raw_output_prefix
         if not ctx.file_access.is_remote(prefix):
             prefix = os.path.join(str(user_params.working_directory), "horovod")
         else:
             prefix = f"{prefix.rstrip('/')}/horovod"
-        horovod = HorovodSparkContext(self.task_config.num_proc, self.task_config.horovod, self.sess, prefix)
+        horovod = HorovodSparkContext(num_proc, self.task_config.horovod, self.sess, prefix)
         params = params.builder().add_attr(CONTEXT_ATTR, horovod).build()
-        # flytekit's dispatch_execute rebuilds the parameters from the incoming ones when enable_deck=True,
-        # dropping what pre_execute added (the Spark session too); keep them on the incoming object as well.
-        user_params._attrs.update(params._attrs)
+        _shims.keep_attrs_across_dispatch(user_params, params)
         return params
 
     @contextlib.contextmanager
-    def _local_master(self, local: bool) -> Iterator[None]:
-        """In a local run, give the session a ``local[N]`` master with a slot per rank (unless the user chose)."""
+    def _local_conf(self, local: bool) -> Iterator[None]:
+        """In a local run, the session gets ``prepare_local_session`` where the task's ``spark_conf`` is silent."""
         config = self.task_config
         original = config.spark_conf
-        if local and "spark.master" not in original:
-            slots = max(config.num_proc, os.cpu_count() or 1)
-            config.spark_conf = {**original, "spark.master": f"local[{slots}]"}
+        if local:
+            config.spark_conf = prepare_local_session(config.num_proc, original)
         try:
             yield
         finally:

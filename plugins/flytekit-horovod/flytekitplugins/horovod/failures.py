@@ -1,0 +1,166 @@
+"""Rank failures: what each rank (or its supervisor) records, and the one error a task raises for them.
+
+Every launcher shares one folder (a local path or any fsspec URL the ranks can reach) where each failed rank gets
+one JSON record: its rank, host, when, how it failed and the text to show. The task then raises one error naming
+the rank and host that really failed:
+
+- ``RankFailedError``: the task body raised in a rank (a user error: retrying will not help);
+- ``RankLostError`` (a ``FlyteRecoverableException``, so Flyte's ``retries`` re-run the task): a rank was killed or
+  died without an exception (signal, OOM killer, native crash), its host or link was lost, the ranks never met
+  (rendezvous timeout), or the body raised ``FlyteRecoverableException`` itself.
+
+When one rank fails, the others fail next as its echo ("Horovod has been shut down", a closed Gloo connection);
+those records are kept, but never reported as the cause while a rank has a cause of its own.
+"""
+
+import json
+import os
+import socket
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from typing import List, Optional
+
+import fsspec
+from flytekit.exceptions.user import FlyteRecoverableException
+
+# How a rank failed; RECOVERABLE kinds become RankLostError.
+RAISED, RECOVERABLE_RAISED, DIED, LOST, ECHO = "raised", "raised-recoverable", "died", "lost", "echo"
+RECOVERABLE = (RECOVERABLE_RAISED, DIED, LOST)
+_PLUGIN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Texts of the errors a rank gets when ANOTHER rank failed or left (Horovod's shutdown, Gloo's broken connections).
+ECHO_MARKERS = (
+    "Horovod has been shut down",
+    "HorovodInternalError",
+    "gloo::IoException",
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "ranks finished execution",
+    "Broken pipe",
+)
+
+
+class RankFailedError(RuntimeError):
+    """The task body raised in a Horovod rank; the message names the rank, its host and carries its traceback."""
+
+    def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None):
+        super().__init__(message)
+        self.rank, self.host = rank, host
+
+
+class RankLostError(FlyteRecoverableException):
+    """A Horovod rank was lost (killed, crashed, host or network gone, never met its peers): Flyte may retry."""
+
+    def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None):
+        super().__init__(message)
+        self.rank, self.host = rank, host
+
+    def __str__(self) -> str:  # FlyteException's str() wraps the message as "error=..."; keep it readable
+        return self.args[0]
+
+
+@dataclass
+class RankFailure:
+    rank: int
+    host: str
+    time: float
+    kind: str
+    text: str
+
+    def headline(self) -> str:
+        verb = {RAISED: "failed", RECOVERABLE_RAISED: "failed", DIED: "died", LOST: "was lost", ECHO: "failed"}
+        return f"Horovod rank {self.rank} {verb[self.kind]} on host {self.host}"
+
+
+def this_host() -> str:
+    """How a person finds this machine: ``hostname (address)``, the address the host is reachable at."""
+    name = socket.gethostname()
+    address = os.environ.get("HOROVOD_HOSTNAME") or _first_address()
+    return f"{name} ({address})" if address and address != name else name
+
+
+def _first_address() -> Optional[str]:
+    import psutil
+
+    for addresses in psutil.net_if_addrs().values():
+        for a in addresses:
+            if a.family == socket.AF_INET and not a.address.startswith("127."):
+                return a.address
+    return None
+
+
+def classify(exc: BaseException) -> str:
+    """The failure kind of an exception raised in a rank."""
+    if isinstance(exc, FlyteRecoverableException):
+        return RECOVERABLE_RAISED
+    text = f"{type(exc).__name__}: {exc}"
+    return ECHO if any(marker in text for marker in ECHO_MARKERS) else RAISED
+
+
+def record_failure(folder: str, rank: int, kind: str, text: str, replace: bool = True) -> None:
+    """Write one rank's failure record into ``folder`` (whole, then renamed), from this host.
+
+    A plain function (not a ``RankFailures`` method) so that Spark tasks can run it pickled by value without the
+    error classes, which import flytekit.
+    """
+    fs, _, (root,) = fsspec.get_fs_token_paths(folder)
+    path = f"{root}/rank-{rank}.json"
+    if not replace and fs.exists(path):
+        return
+    fs.makedirs(root, exist_ok=True)
+    tmp = f"{root}/.tmp-rank-{rank}-{os.getpid()}"
+    fs.pipe_file(tmp, json.dumps(asdict(RankFailure(rank, this_host(), time.time(), kind, text))).encode())
+    fs.mv(tmp, path)
+
+
+class RankFailures:
+    """The failure records of one Horovod job, in a folder every rank can reach."""
+
+    def __init__(self, folder: str):
+        self.folder = folder.rstrip("/")
+        self.fs, _, (self.root,) = fsspec.get_fs_token_paths(self.folder)
+
+    def record(self, rank: int, kind: str, text: str, replace: bool = True) -> None:
+        """Write rank ``rank``'s failure; with ``replace=False`` only if it has none yet."""
+        record_failure(self.folder, rank, kind, text, replace)
+
+    def record_exception(self, rank: int, exc: BaseException) -> None:
+        """Record what a rank raised, its traceback starting at the first frame outside this plugin."""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename.startswith(_PLUGIN_DIR):
+            tb = tb.tb_next
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+        self.record(rank, classify(exc), text)
+
+    def failures(self) -> List[RankFailure]:
+        """Every recorded failure: causes first (user errors and lost ranks, earliest first), then echoes."""
+        self.fs.invalidate_cache()
+        records = []
+        for path in self.fs.glob(f"{self.root}/rank-*.json") if self.fs.exists(self.root) else []:
+            records.append(RankFailure(**json.loads(self.fs.cat(path).decode())))
+        return sorted(records, key=lambda f: (f.kind == ECHO, f.time))
+
+    def any(self) -> bool:
+        return self.fs.exists(self.root) and bool(self.fs.glob(f"{self.root}/rank-*.json"))
+
+    def error(self, launcher_error: BaseException) -> Exception:
+        """One error for the task: the first cause, with its rank, host and text, and who failed after it."""
+        failures = self.failures()
+        if not failures and isinstance(launcher_error, (RankFailedError, RankLostError)):
+            return launcher_error
+        if not failures:
+            return RankLostError(f"Horovod job failed before any rank reported an error: {launcher_error}")
+        first, others = failures[0], failures[1:]
+        after = ""
+        if others:
+            ranks = ", ".join(f"{f.rank} on {f.host}" for f in others)
+            after = f"; {'rank' if len(others) == 1 else 'ranks'} {ranks} failed after it, as a consequence"
+        if first.kind == ECHO:
+            after += "; no rank reported a cause of its own: a rank may have been killed or its host lost"
+        message = f"{first.headline()}{after}:\n{first.text.rstrip()}"
+        recoverable = first.kind in RECOVERABLE or first.kind == ECHO
+        return (RankLostError if recoverable else RankFailedError)(message, rank=first.rank, host=first.host)
+
+    def clear(self) -> None:
+        if self.fs.exists(self.root):
+            self.fs.rm(self.root, recursive=True)

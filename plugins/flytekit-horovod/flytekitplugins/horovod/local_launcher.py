@@ -1,0 +1,138 @@
+"""Running a function on N Horovod ranks on this host: Gloo rank processes started directly, or ``mpirun``.
+
+Lean on purpose (see docs/performance.md): for Gloo, this process serves Horovod's own ``RendezvousServer`` and
+starts each rank with Horovod's environment contract (what ``horovodrun --gloo`` does, without its host checks and
+per-rank middleman processes); for MPI, ``mpirun`` starts them. Each rank writes its result to the job folder.
+"""
+
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import cloudpickle
+
+from . import gloo
+from .failures import DIED, RankFailures
+from .flyte_context import FlyteRankContext
+from .processes import PARENT_PID_ENV, Processes
+from .rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
+from .settings import Horovod
+
+logger = logging.getLogger("flytekitplugins.horovod")
+
+# How mpirun names the rank that failed first (Open MPI 4's messages).
+_MPIRUN_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
+_MPIRUN_EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+)")
+
+
+def mpirun_command(num_proc: int, env_names: Sequence[str], command: List[str]) -> List[str]:
+    """``mpirun`` for ``num_proc`` ranks on this host.
+
+    horovodrun's Open MPI flags, except the transports: on one host ``self,vader,tcp`` (shared memory)
+    instead of ``^openib``, which also loads the libfabric transport whose shutdown takes a second.
+    """
+    args = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(num_proc),
+            "-H", f"localhost:{num_proc}", "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1",
+            "-mca", "btl", "self,vader,tcp"]
+    for name in env_names:
+        args += ["-x", name]
+    return args + command
+
+
+def mpirun_failed_rank(output: str) -> Optional[tuple]:
+    """(rank, description) of the rank mpirun says failed first, from its closing message, if it says."""
+    match = _MPIRUN_SIGNAL.search(output)
+    if match:
+        rank, node, sig = match.groups()
+        import signal
+
+        name = signal.Signals(int(sig)).name if int(sig) in signal.Signals._value2member_map_ else f"signal {sig}"
+        return int(rank), f"rank {rank} on node {node} was killed by {name} (reported by mpirun)"
+    match = _MPIRUN_EXIT.search(output)
+    if match:
+        rank, code = match.groups()
+        return int(rank), f"rank {rank} exited with status {code} without raising an exception (reported by mpirun)"
+    return None
+
+
+def run_local(
+    fn: Callable,
+    kwargs: Optional[Dict[str, Any]] = None,
+    num_proc: int = 2,
+    settings: Optional[Horovod] = None,
+    flyte: Optional[FlyteRankContext] = None,
+    all_ranks: bool = False,
+) -> List[Optional[RankResult]]:
+    """Run ``fn(**kwargs)`` on ``num_proc`` Horovod ranks on this host.
+
+    Output lines are prefixed by rank (``[r]<stdout>:`` for Gloo, ``mpirun --tag-output``'s ``[1,r]<stdout>:``).
+    Returns one entry per rank (``None`` for ranks other than 0 unless ``all_ranks``). Raises ``RankFailedError``
+    (the body raised) or ``RankLostError`` (a rank died) naming the rank, its host and what happened; no rank is
+    left running.
+    """
+    settings = settings or Horovod()
+    if isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1:
+        raise ValueError(f"num_proc={num_proc!r}: a Horovod job needs a whole number of ranks, at least 1")
+    settings.check_paths()
+    job_dir = tempfile.mkdtemp(prefix="horovod-job-")
+    failures = RankFailures(os.path.join(job_dir, "failures"))
+    job_path = os.path.join(job_dir, "job.pkl")
+    write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
+                                                      all_ranks=all_ranks)))
+    extra = {**settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
+    env = {**os.environ, **extra, PARENT_PID_ENV: str(os.getpid())}
+    command = rank_command(job_path, job_dir)
+    logger.info("launching %d Horovod ranks on this host (controller %s)", num_proc, settings.controller)
+    started = time.monotonic()
+    processes = Processes()
+    rendezvous = None
+    try:
+        if settings.controller == "mpi":
+            args = mpirun_command(num_proc, sorted(extra), command)
+            _verbose(settings, "running %s", " ".join(args))
+            processes.start("mpirun", args, env, prefix=None, die_with_parent=True)
+            failed = processes.wait(on_exit=lambda index, code: _record_mpirun_failure(processes, failures))
+        else:
+            plan = gloo.host_plan(["127.0.0.1"] * num_proc)[0]
+            rendezvous, port = gloo.start_rendezvous(settings.verbose, plan)
+            iface = gloo.loopback_interface()
+            for slot in plan:
+                rank_env = {**env, **gloo.rank_env(slot, "127.0.0.1", port, iface)}
+                _verbose(settings, "rank %d: %s", slot.rank, " ".join(command))
+                processes.start(f"rank {slot.rank}", command, rank_env, prefix=str(slot.rank))
+            failed = processes.wait(on_exit=lambda index, code: failures.record(
+                index, DIED, processes.describe_exit(index, code), replace=False))
+        if failed is not None:
+            raise RuntimeError(processes.describe_exit(*failed))
+        results = read_results(job_dir, num_proc)
+    except KeyboardInterrupt:
+        logger.warning("interrupted: stopping %d Horovod ranks", num_proc)
+        processes.stop()
+        raise
+    except Exception as exc:
+        processes.stop()
+        raise failures.error(exc) from None
+    finally:
+        if rendezvous is not None:
+            gloo.stop_soon(rendezvous)
+        shutil.rmtree(job_dir, ignore_errors=True)
+    logger.info("%d Horovod ranks finished in %.1f s", num_proc, time.monotonic() - started)
+    return results
+
+
+def _record_mpirun_failure(processes: Processes, failures: RankFailures) -> None:
+    """mpirun failed: let it finish its closing message, then record the rank it names (if it has no record)."""
+    named = mpirun_failed_rank(processes.finished_output(0))
+    if named is not None:
+        failures.record(named[0], DIED, named[1], replace=False)
+
+
+def _verbose(settings: Horovod, message: str, *args: Any) -> None:
+    """With ``Horovod(verbose=True)``, say what is started, on standard error (whatever the logging set-up)."""
+    if settings.verbose:
+        print(f"[horovod launcher] {message % args}", file=sys.stderr, flush=True)

@@ -1,0 +1,174 @@
+"""Supervising the processes of one launch: output forwarded line by line with a rank prefix, stopped together.
+
+Every process gets its own session (so stopping it stops whatever it started) and, where asked, dies with its
+launcher (Linux ``PR_SET_PDEATHSIG``). Output goes through Horovod's own ``prefix_connection`` (``[1]<stdout>:``
+lines, as ``horovodrun`` prints them); the last lines of each process are kept for the error report.
+"""
+
+import collections
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, Deque, Dict, List, Optional, Tuple
+
+from horovod.runner.common.util.safe_shell_exec import GRACEFUL_TERMINATION_TIME_S, prefix_connection
+
+PARENT_PID_ENV = "FLYTE_HOROVOD_PARENT_PID"  # the launcher of a rank process; the rank exits when it is gone
+TAIL_LINES = 40
+_PR_SET_PDEATHSIG = 1
+
+
+def pdeathsig_setter(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A function that asks Linux to send ``sig`` to the calling process when its parent dies.
+
+    Resolved here (ctypes loaded, symbol looked up) so that calling it in a forked child before ``exec``
+    needs no import and no lock. A no-op where ``prctl`` is unavailable.
+    """
+    if not sys.platform.startswith("linux"):
+        return lambda: None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except Exception:
+        return lambda: None
+    return lambda: prctl(_PR_SET_PDEATHSIG, int(sig))
+
+
+def die_with_launcher() -> None:
+    """In a rank process: exit when the launcher that started it is gone (now, or whenever it goes)."""
+    pdeathsig_setter()()
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent and os.getppid() != int(parent):  # the launcher died before the line above took effect
+        os._exit(1)
+
+
+class _Tee:
+    """A text stream for ``prefix_connection``: writes to this process's stdout/stderr and keeps the last lines."""
+
+    def __init__(self, stream: str, tail: Deque[str]):
+        self.stream, self.tail = stream, tail
+
+    def write(self, text: str) -> None:
+        self.tail.append(text)
+        with contextlib.suppress(Exception):
+            getattr(sys, self.stream).write(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(Exception):
+            getattr(sys, self.stream).flush()
+
+
+def describe_status(code: int) -> str:
+    """``exited with status 3`` or ``was killed by SIGKILL`` for a ``Popen.returncode``."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class Processes:
+    """The processes of one launch, started, watched and stopped together."""
+
+    def __init__(self):
+        self.procs: List[subprocess.Popen] = []
+        self.names: List[str] = []
+        self.tails: List[Deque[str]] = []
+        self._threads: List[threading.Thread] = []
+
+    def start(self, name: str, args: List[str], env: Dict[str, str], prefix: Optional[str],
+              die_with_parent: bool = False, stdin: Optional[bytes] = None, pass_fds=()) -> subprocess.Popen:
+        """Start one process; ``prefix`` (e.g. ``"1"``) makes its lines ``[1]<stdout>:...`` as horovodrun's.
+
+        ``stdin`` bytes are written to the process's standard input, which is then closed.
+        """
+        preexec = pdeathsig_setter() if die_with_parent else None  # for a launcher that is not Python (mpirun)
+        proc = subprocess.Popen(args, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=preexec, pass_fds=pass_fds)
+        tail: Deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.procs.append(proc)
+        self.names.append(name)
+        self.tails.append(tail)
+        for pipe, stream in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+            thread = threading.Thread(target=_forward, daemon=True, name=f"horovod-{name}-{stream}",
+                                      args=(pipe, _Tee(stream, tail), stream if prefix is not None else None, prefix))
+            thread.start()
+            self._threads.append(thread)
+        if stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(stdin)
+            proc.stdin.close()
+        return proc
+
+    def wait(self, poll: float = 0.02, on_exit: Optional[Callable[[int, int], None]] = None
+             ) -> Optional[Tuple[int, int]]:
+        """Wait until all exited; at the first non-zero exit stop the others and return (index, exit code).
+
+        ``on_exit(index, code)`` is called for that first failed process before the others are stopped, so
+        whoever watches can record which process really failed first.
+        """
+        try:
+            while True:
+                codes = [p.poll() for p in self.procs]
+                failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+                if failed:
+                    if on_exit is not None:
+                        on_exit(*failed[0])
+                    self.stop()
+                    return failed[0]
+                if all(c == 0 for c in codes):
+                    return None
+                time.sleep(poll)
+        finally:
+            self.stop()
+
+    def stop(self, grace: float = GRACEFUL_TERMINATION_TIME_S) -> None:
+        """SIGTERM every process group still running, SIGKILL after ``grace`` s; finish forwarding output."""
+        alive = [p for p in self.procs if p.poll() is None]
+        for proc in alive:
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in alive:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+        for proc in self.procs:
+            _signal_group(proc, signal.SIGKILL)  # also anything a finished process left behind
+            if proc.poll() is None:
+                proc.wait()
+        for thread in self._threads:
+            thread.join(timeout=2)
+
+    def finished_output(self, index: int) -> str:
+        """Process ``index``'s last output lines, once it has exited and all its output is forwarded."""
+        self.procs[index].wait()
+        for thread in self._threads[2 * index:2 * index + 2]:
+            thread.join(timeout=2)
+        return "".join(self.tails[index])
+
+    def describe_exit(self, index: int, code: int) -> str:
+        tail = "".join(self.tails[index]).rstrip()
+        text = f"{self.names[index]} {describe_status(code)}"
+        return f"{text}; its last output:\n{tail}" if tail else text
+
+
+def _forward(pipe, tee: _Tee, stream: Optional[str], prefix: Optional[str]) -> None:
+    """Horovod's ``prefix_connection``; should it stop (it decodes strictly), drain the pipe so no child blocks."""
+    try:
+        prefix_connection(pipe, tee, stream, prefix, False)
+    except Exception:
+        with contextlib.suppress(Exception):
+            while chunk := os.read(pipe.fileno(), 65536):
+                tee.write(chunk.decode("utf-8", errors="replace"))
+            pipe.close()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)

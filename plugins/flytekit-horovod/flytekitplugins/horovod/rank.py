@@ -1,0 +1,216 @@
+"""One Horovod rank: what it runs (``RankJob``), how it starts (settings, ``hvd.init()``, logging), and the entry
+point of every rank process the launchers start: ``python -c RANK_ENTRY JOB RESULT``.
+
+No flytekit import at module level: Spark tasks run parts of this module (pickled by value) without importing it.
+"""
+
+import atexit
+import contextlib
+import logging
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import cloudpickle
+
+from .failures import RankFailures
+from .flyte_context import FlyteRankContext
+from .processes import die_with_launcher
+from .settings import SETTINGS_ENV, Horovod
+
+logger = logging.getLogger("flytekitplugins.horovod")
+
+# Set by mpirun (OpenMPI), horovodrun / horovod.runner (HOROVOD_RANK) and MPICH / Intel MPI (PMI_RANK).
+RANK_ENV_VARS = ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "PMI_RANK")
+SIZE_ENV_VARS = ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "PMI_SIZE")
+# How every rank process starts: ``rank_main`` with where its job comes from and where its result goes.
+RANK_ENTRY = "from flytekitplugins.horovod.rank import rank_main; rank_main()"
+STDIN = "-"  # JOB argument: the pickled job arrives on standard input
+RESULT_FD = "fd:"  # RESULT argument prefix: write the pickled result to this inherited file descriptor
+
+
+def _from_env(names: Sequence[str]) -> Optional[int]:
+    for name in names:
+        if os.environ.get(name, "") != "":
+            return int(os.environ[name])
+    return None
+
+
+def launched_rank() -> Optional[int]:
+    """This process's rank when it runs inside an already launched world (mpirun, horovodrun), else None."""
+    return _from_env(RANK_ENV_VARS)
+
+
+def launched_size() -> Optional[int]:
+    """The world size set by the launcher of this process, else None."""
+    return _from_env(SIZE_ENV_VARS)
+
+
+@dataclass
+class RankJob:
+    """Everything one rank runs: the pickled function, its kwargs and where to report a failure."""
+
+    fn: bytes
+    kwargs: Dict[str, Any]
+    failure_dir: str
+    settings: Horovod
+    flyte: Optional[FlyteRankContext] = None
+    all_ranks: bool = False
+
+    @classmethod
+    def of(cls, fn: Callable, kwargs: Optional[Dict[str, Any]], failure_dir: str, settings: Horovod,
+           **options: Any) -> "RankJob":
+        return cls(cloudpickle.dumps(fn), dict(kwargs or {}), failure_dir, settings, **options)
+
+
+@dataclass
+class RankResult:
+    """What a rank sends back: its return value and, from rank 0, the Flyte decks it made."""
+
+    value: Any
+    decks: List[Any] = field(default_factory=list)
+
+
+def configure_rank_logging(rank: int, size: int) -> None:
+    """In a rank's own process: prefix its log lines with its rank, so interleaved output stays readable."""
+    fmt = f"[rank {rank}/{size}] %(asctime)s %(levelname)s %(name)s: %(message)s"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt, "%H:%M:%S"))
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(logging.INFO)
+
+
+def start_rank(settings: Horovod) -> Tuple[int, int]:
+    """Prepare this process as one Horovod rank: the settings in its environment, ``hvd.init()`` of the chosen
+    framework, rank-prefixed logs. Returns (rank, size)."""
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    os.environ.update(settings.env())
+    rank, size = launched_rank() or 0, launched_size() or 1
+    hvd = settings.init_horovod()
+    if hvd is not None:
+        rank, size = hvd.rank(), hvd.size()
+    configure_rank_logging(rank, size)
+    if rank == 0:
+        logger.info("Horovod world of %d ranks, controller %s, framework %s, settings %s", size,
+                    settings.controller, settings.framework, settings.env())
+    return rank, size
+
+
+def run_rank(job: RankJob) -> Optional[RankResult]:
+    """Run a job in this rank process: start the rank, the function, and record a failure before re-raising."""
+    rank = launched_rank() or 0
+    try:
+        rank, _ = start_rank(job.settings)
+        fn = cloudpickle.loads(job.fn)
+        if job.flyte is None:
+            value, decks = fn(**job.kwargs), []
+        else:
+            with job.flyte.enter() as ctx:
+                value = fn(**job.kwargs)
+                decks = list(ctx.user_space_params.decks)
+        if rank == 0:
+            return RankResult(value, decks)
+        return RankResult(value) if job.all_ranks else None
+    except BaseException as exc:  # report, then let the launcher see the failure
+        RankFailures(job.failure_dir).record_exception(rank, exc)
+        raise
+
+
+def import_path(fn: Callable) -> str:
+    """A PYTHONPATH for the ranks under which ``fn``'s module imports by name, as it does here.
+
+    ``pyflyte run file.py`` imports the file as a module with its folder on ``sys.path`` only while loading;
+    the ranks unpickle the function's globals by module name, so they need that folder on their path.
+    """
+    roots = []
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    if getattr(module, "__file__", None):
+        path = os.path.abspath(module.__file__)
+        depth = module.__name__.count(".") + (2 if os.path.basename(path) == "__init__.py" else 1)
+        for _ in range(depth):
+            path = os.path.dirname(path)
+        roots.append(path)
+    system = (sys.prefix, sys.base_prefix)
+    roots += [p for p in sys.path if p and os.path.isdir(p) and not p.startswith(system)]
+    roots += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys(roots))
+
+
+def rank_command(job: str, result: str, executable: Optional[str] = None) -> List[str]:
+    """The command of one rank process (see ``rank_main`` for ``job`` and ``result``)."""
+    return [executable or sys.executable, "-c", RANK_ENTRY, job, result]
+
+
+def rank_main(argv: Optional[Sequence[str]] = None) -> None:
+    """The entry point of every rank process: ``python -c RANK_ENTRY JOB RESULT``.
+
+    JOB is the pickled ``RankJob``'s file, or ``-`` for standard input. RESULT is a folder (the result goes to
+    ``RESULT/result-<rank>.pkl``) or ``fd:N`` (to that inherited pipe). Exit status 0 on success, 1 on failure;
+    the process exits when its launcher is gone.
+    """
+    die_with_launcher()
+    job_arg, result_arg = (argv or sys.argv)[1:3]
+    code = 0
+    try:
+        if job_arg == STDIN:
+            job = cloudpickle.loads(sys.stdin.buffer.read())
+        else:
+            with open(job_arg, "rb") as f:
+                job = cloudpickle.load(f)
+        result = run_rank(job)
+        if result is not None:
+            data = cloudpickle.dumps(result)
+            if result_arg.startswith(RESULT_FD):
+                with os.fdopen(int(result_arg[len(RESULT_FD):]), "wb") as f:
+                    f.write(data)
+            else:
+                write_file(os.path.join(result_arg, f"result-{launched_rank() or 0}.pkl"), data)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    exit_now(code)
+
+
+def exit_now(code: int) -> None:
+    """Exit at once after the atexit handlers (``hvd.shutdown``, logging) ran: no interpreter teardown.
+
+    Tearing down an interpreter that imported TensorFlow takes about a second per rank, and the launcher
+    (and the task) waits for it; nothing in it matters once the result is written and the streams flushed.
+    """
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def write_file(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole: into a temporary name, then renamed."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def read_results(result_dir: str, num_proc: int) -> List[Optional[RankResult]]:
+    """The results ranks wrote to ``result_dir`` (None for a rank that wrote none), by rank."""
+    results: List[Optional[RankResult]] = []
+    for rank in range(num_proc):
+        path = os.path.join(result_dir, f"result-{rank}.pkl")
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                results.append(cloudpickle.load(f))
+        else:
+            results.append(None)
+    return results
+
+
+def run_rank_in_world(fn: Callable, kwargs: Dict[str, Any], settings: Horovod) -> Any:
+    """Run ``fn`` once in this process, one rank of a world a launcher (mpirun, horovodrun) already started."""
+    start_rank(settings)
+    return fn(**kwargs)

@@ -1,0 +1,243 @@
+"""Running a function on N Horovod ranks as Spark tasks, one rank per task.
+
+Controller ``gloo``: one barrier-mode Spark stage of N tasks. The driver serves Horovod's Gloo rendezvous; every
+task reads all tasks' hosts from its barrier context, derives the same slot plan, reports it to the rendezvous
+server (the first report initialises it, later ones cannot disturb ranks that started), and starts its rank
+process with Horovod's environment contract. The job goes to the rank on its standard input and the result comes
+back through a pipe, so nothing is left on the executors' disks. The driver watches the failure folder and cancels
+the stage as soon as a rank reports a failure. Controller ``mpi``: ``horovod.spark.run`` (mpirun through its task
+services).
+"""
+
+import contextlib
+import json
+import logging
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import uuid
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import cloudpickle
+
+from . import _shims, failures as failures_module, gloo as gloo_module, processes as processes_module
+from . import rank as rank_module
+from .failures import DIED, RankFailures, record_failure
+from .gloo import (PLAN_SCOPE, default_interface, host_plan, interface_of, loopback_interface, rank_env,
+                   start_rendezvous, stop_soon)
+from .processes import PARENT_PID_ENV, Processes
+from .rank import RESULT_FD, STDIN, RankJob, RankResult, import_path, rank_command, run_rank
+from .settings import Horovod
+
+logger = logging.getLogger("flytekitplugins.horovod")
+
+
+class NotEnoughSlotsError(RuntimeError):
+    """Spark cannot run one task per Horovod rank at once."""
+
+
+def spark_slots(spark) -> int:
+    """Spark task slots available at once: ``local[N]`` threads, or executors x (cores // cpus per task)."""
+    sc = spark.sparkContext
+    conf = sc.getConf()
+    task_cpus = int(conf.get("spark.task.cpus", "1"))
+    local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", sc.master)
+    if local:
+        threads = local.group(1) or "1"
+        return (os.cpu_count() or 1 if threads == "*" else int(threads)) // task_cpus
+    return _shims.executor_count(sc) * (int(conf.get("spark.executor.cores", "1")) // task_cpus)
+
+
+def wait_for_slots(spark, num_proc: int, timeout: float) -> None:
+    """Wait (up to ``timeout`` s) until Spark can run ``num_proc`` tasks at once, or say clearly that it cannot."""
+    deadline = time.monotonic() + timeout
+    while (slots := spark_slots(spark)) < num_proc:
+        if time.monotonic() > deadline:
+            conf = spark.sparkContext.getConf()
+            raise NotEnoughSlotsError(
+                f"Spark gives {slots} task slot(s) (master {spark.sparkContext.master}, spark.executor.instances="
+                f"{conf.get('spark.executor.instances', 'unset')}, spark.executor.cores="
+                f"{conf.get('spark.executor.cores', 'unset')}, spark.task.cpus={conf.get('spark.task.cpus', '1')}) "
+                f"after {timeout:.0f} s; Horovod needs {num_proc} at once, one Spark task per rank"
+            )
+        time.sleep(1)
+
+
+def horovod_spark_options(settings: Horovod, num_proc: int, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """The keyword arguments ``horovod.spark.run`` and ``SparkBackend`` share, for these settings and ranks."""
+    options: Dict[str, Any] = dict(
+        num_proc=num_proc,
+        env=env if env is not None else settings.env(),
+        start_timeout=settings.start_timeout,
+        use_gloo=settings.controller == "gloo",
+        use_mpi=settings.controller == "mpi",
+        verbose=2 if settings.verbose else 1,
+    )
+    if settings.controller == "mpi":
+        options["extra_mpi_args"] = "--allow-run-as-root"
+    return options
+
+
+def run_on_spark(
+    fn: Callable,
+    kwargs: Optional[Dict[str, Any]],
+    num_proc: int,
+    settings: Horovod,
+    spark,
+    failure_dir: str,
+    all_ranks: bool = False,
+) -> List[Optional[RankResult]]:
+    """Run ``fn(**kwargs)`` on ``num_proc`` ranks, one Spark task each; one entry per rank (see module doc).
+
+    ``failure_dir`` must be reachable from the executors (a local path in local mode, else a remote URL).
+    """
+    wait_for_slots(spark, num_proc, settings.start_timeout)
+    failures = RankFailures(failure_dir)
+    job = RankJob.of(fn, kwargs, failure_dir, settings, all_ranks=all_ranks)
+    sc = spark.sparkContext
+    local_mode = sc.master.startswith("local")
+    env = {**settings.env(), "PYTHONUNBUFFERED": "1"}
+    if local_mode:
+        env["PYTHONPATH"] = import_path(fn)
+    logger.info("launching %d Horovod ranks as Spark tasks (controller %s)", num_proc, settings.controller)
+    started = time.monotonic()
+    try:
+        if settings.controller == "mpi":
+            import horovod.spark
+
+            results = horovod.spark.run(run_rank, args=(job,), **horovod_spark_options(settings, num_proc, env))
+        else:
+            results = _run_barrier_stage(sc, cloudpickle.dumps(job), num_proc, env, local_mode, failures,
+                                         settings.verbose)
+    except Exception as exc:
+        raise failures.error(exc) from None
+    finally:
+        failures.clear()
+    logger.info("%d Horovod ranks on Spark finished in %.1f s", num_proc, time.monotonic() - started)
+    return results
+
+
+def _run_barrier_stage(sc, job: bytes, num_proc: int, env: Dict[str, str], local_mode: bool,
+                       failures: RankFailures, verbose: bool) -> List[Optional[RankResult]]:
+    """One barrier stage of ``num_proc`` tasks, each running one Gloo rank; results by rank."""
+    group = f"flytekitplugins-horovod-{uuid.uuid4().hex}"
+    rendezvous, port = start_rendezvous(verbose)
+    address = "127.0.0.1" if local_mode else socket.gethostbyname(sc.getConf().get("spark.driver.host"))
+    if verbose:
+        print(f"[horovod launcher] rendezvous at {address}:{port}; {num_proc} barrier tasks", file=sys.stderr)
+    outcome: Dict[str, Any] = {}
+
+    def barrier_task(_):
+        yield _barrier_rank(job, env, local_mode, address, port, failures.folder)
+
+    def stage() -> None:
+        try:
+            sc.setJobGroup(group, f"Horovod: {num_proc} ranks", interruptOnCancel=True)
+            rdd = sc.parallelize(range(num_proc), num_proc).barrier().mapPartitions(barrier_task)
+            with _pickled_by_value():
+                rdd._jrdd  # pickles the tasks' code now, self-contained
+            outcome["rows"] = rdd.collect()
+        except BaseException as exc:  # reported below, in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=stage, name="horovod-spark-stage", daemon=True)
+    poll = 0.1 if "file" in _protocols(failures.fs) else 1.0  # a local folder is cheap to look at; a bucket is not
+    try:
+        thread.start()
+        while thread.is_alive():
+            thread.join(poll)
+            if thread.is_alive() and failures.any():
+                logger.info("a Horovod rank failed; cancelling the other ranks' Spark tasks")
+                sc.cancelJobGroup(group)
+                thread.join()
+    except BaseException:
+        sc.cancelJobGroup(group)
+        raise
+    finally:
+        stop_soon(rendezvous)
+    if "error" in outcome:
+        raise outcome["error"]
+    results: List[Optional[RankResult]] = [None] * num_proc
+    for rank, code, data in outcome["rows"]:
+        if code != 0:
+            raise RuntimeError(f"Horovod rank {rank} exited with status {code}")
+        results[rank] = cloudpickle.loads(data) if data else None
+    return results
+
+
+def _protocols(fs) -> Tuple[str, ...]:
+    return tuple(fs.protocol) if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+
+
+_BY_VALUE_LOCK = threading.Lock()
+# What the barrier tasks run: pickled by value, so a Spark worker runs it without importing this package (which
+# imports flytekit: a second in every new Spark Python worker). None of these modules imports flytekit at the top,
+# and the barrier code refers to their functions by name, never to a module object (that would pickle it whole).
+_BY_VALUE = (sys.modules[__name__], gloo_module, processes_module, rank_module, failures_module)
+
+
+@contextlib.contextmanager
+def _pickled_by_value() -> Iterator[None]:
+    """Make Spark's cloudpickle pickle ``_BY_VALUE``'s functions by value while it serialises a stage's code."""
+    try:
+        from pyspark.cloudpickle import (list_registry_pickle_by_value, register_pickle_by_value,
+                                         unregister_pickle_by_value)
+    except ImportError:
+        yield
+        return
+    with _BY_VALUE_LOCK:
+        added = [m for m in _BY_VALUE if m.__name__ not in list_registry_pickle_by_value()]
+        for module in added:
+            register_pickle_by_value(module)
+        try:
+            yield
+        finally:
+            for module in added:
+                unregister_pickle_by_value(module)
+
+
+def _barrier_rank(job: bytes, extra_env: Dict[str, str], local_mode: bool, address: str, port: int,
+                  failure_dir: str) -> Tuple[int, int, Optional[bytes]]:
+    """Body of one barrier task: its slot from every task's host, the hosts to the driver, one rank process."""
+    from urllib.request import Request, urlopen
+
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    infos = ctx.getTaskInfos()
+    if local_mode:
+        hosts = ["127.0.0.1"] * len(infos)
+    else:
+        hosts = [socket.gethostbyname(info.address.rsplit(":", 1)[0]) for info in infos]
+    slot = host_plan(hosts)[1][ctx.partitionId()]
+    request = Request(f"http://{address}:{port}/{PLAN_SCOPE}/hosts", data=json.dumps(hosts).encode(), method="PUT")
+    urlopen(request, timeout=60).read()  # answered once the rendezvous server has the plan
+    iface = loopback_interface() if local_mode else interface_of(slot.hostname) or default_interface()
+    env = {**os.environ, **extra_env, **rank_env(slot, address, port, iface), PARENT_PID_ENV: str(os.getpid())}
+    read_end, write_end = os.pipe()
+    processes = Processes()
+    result: List[bytes] = []
+    try:
+        try:
+            processes.start(f"rank {slot.rank}", rank_command(STDIN, f"{RESULT_FD}{write_end}"), env,
+                            prefix=str(slot.rank), stdin=job, pass_fds=(write_end,))
+        finally:
+            os.close(write_end)  # the rank has its copy; the result pipe ends when the rank does
+        reader = threading.Thread(target=lambda: result.append(_read_all(read_end)), daemon=True)
+        reader.start()
+        failed = processes.wait(on_exit=lambda index, code: record_failure(
+            failure_dir, slot.rank, DIED, processes.describe_exit(index, code), replace=False))
+        reader.join()
+        return slot.rank, failed[1] if failed else 0, result[0] if result else None
+    finally:
+        os.close(read_end)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
