@@ -18,7 +18,7 @@ import os
 import socket
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import List, Optional
 
 import fsspec
@@ -73,20 +73,16 @@ class RankFailure:
 
 
 def this_host() -> str:
-    """How a person finds this machine: ``hostname (address)``, the address the host is reachable at."""
-    name = socket.gethostname()
-    address = os.environ.get("HOROVOD_HOSTNAME") or _first_address()
-    return f"{name} ({address})" if address and address != name else name
-
-
-def _first_address() -> Optional[str]:
+    """How a person finds this machine: ``hostname (address)``, the address its ranks are known by (Horovod's
+    ``HOROVOD_HOSTNAME``) or else its first non-loopback address."""
     import psutil
 
-    for addresses in psutil.net_if_addrs().values():
-        for a in addresses:
-            if a.family == socket.AF_INET and not a.address.startswith("127."):
-                return a.address
-    return None
+    name = socket.gethostname()
+    address = os.environ.get("HOROVOD_HOSTNAME", "")
+    if not address or address.startswith("127.") or address == "localhost":
+        address = next((a.address for addresses in psutil.net_if_addrs().values() for a in addresses
+                        if a.family == socket.AF_INET and not a.address.startswith("127.")), "")
+    return f"{name} ({address})" if address and address != name else name
 
 
 def classify(exc: BaseException) -> str:
@@ -109,7 +105,9 @@ def record_failure(folder: str, rank: int, kind: str, text: str, replace: bool =
         return
     fs.makedirs(root, exist_ok=True)
     tmp = f"{root}/.tmp-rank-{rank}-{os.getpid()}"
-    fs.pipe_file(tmp, json.dumps(asdict(RankFailure(rank, this_host(), time.time(), kind, text))).encode())
+    # a plain dict: a dataclass pickled by value into a Spark task loses its fields (asdict gives {})
+    record = {"rank": rank, "host": this_host(), "time": time.time(), "kind": kind, "text": text}
+    fs.pipe_file(tmp, json.dumps(record).encode())
     fs.mv(tmp, path)
 
 

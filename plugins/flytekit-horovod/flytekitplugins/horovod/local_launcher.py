@@ -85,7 +85,7 @@ def run_local(
     write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
                                                       all_ranks=all_ranks)))
     extra = {**settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
-    env = {**os.environ, **extra, PARENT_PID_ENV: str(os.getpid())}
+    env = {**os.environ, **extra}
     command = rank_command(job_path, job_dir)
     logger.info("launching %d Horovod ranks on this host (controller %s)", num_proc, settings.controller)
     started = time.monotonic()
@@ -102,7 +102,7 @@ def run_local(
             rendezvous, port = gloo.start_rendezvous(settings.verbose, plan)
             iface = gloo.loopback_interface()
             for slot in plan:
-                rank_env = {**env, **gloo.rank_env(slot, "127.0.0.1", port, iface)}
+                rank_env = {**env, **gloo.rank_env(slot, "127.0.0.1", port, iface), PARENT_PID_ENV: str(os.getpid())}
                 _verbose(settings, "rank %d: %s", slot.rank, " ".join(command))
                 processes.start(f"rank {slot.rank}", command, rank_env, prefix=str(slot.rank))
             failed = processes.wait(on_exit=lambda index, code: failures.record(

@@ -1,0 +1,39 @@
+"""Rank 1 dies without an exception (``os._exit`` or SIGKILL) after the first allreduce, as with the OOM killer or a
+native crash; rank 0 goes on until it notices. Run as a user would run a script:
+
+    python dying_rank.py ROUTE HOW      ROUTE: gloo | mpi (local processes) | spark (Spark tasks); HOW: exit | kill
+
+Prints ``ERROR <type>`` and the error's message, or ``NO ERROR``.
+"""
+
+import sys
+
+from flytekitplugins.horovod import Horovod, HorovodRunner, RankFailedError, RankLostError
+
+
+def rank_one_dies(how: str) -> int:
+    import os
+    import signal
+
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    hvd.allreduce(tf.constant(1.0))  # both ranks are up and connected
+    if hvd.rank() == 1:
+        if how == "exit":
+            os._exit(3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    for _ in range(1000):
+        hvd.allreduce(tf.constant(1.0))
+    return hvd.rank()
+
+
+if __name__ == "__main__":
+    route, how = sys.argv[1], sys.argv[2]
+    runner = HorovodRunner(np=2 if route == "spark" else -2,
+                           settings=Horovod(controller="mpi" if route == "mpi" else "gloo"))
+    try:
+        runner.run(rank_one_dies, how=how)
+        print("NO ERROR")
+    except (RankFailedError, RankLostError) as exc:
+        print(f"ERROR {type(exc).__name__}\n{exc}")

@@ -1,0 +1,99 @@
+"""Faults: a late task must not wipe the rendezvous, the rank that really failed is named (with its host), and
+failures are told apart: a lost rank is recoverable (Flyte retries it), an exception in the body is not."""
+
+import json
+import os
+import re
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from flytekitplugins.horovod import gloo
+from flytekitplugins.horovod.processes import PARENT_PID_ENV, Processes
+from flytekitplugins.horovod.rank import RESULT_FD, STDIN, RankJob, rank_command
+from flytekitplugins.horovod.settings import Horovod
+from tests.conftest import ROOT, run_command
+
+
+def _put(port: int, path: str, body: bytes) -> int:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/{path}", data=body, method="PUT")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status
+
+
+def _get(port: int, path: str):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/{path}", timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+def test_a_late_task_does_not_wipe_the_keys_of_started_ranks():
+    """Horovod's own rendezvous server with our plan handler: task 0 reports the hosts, its rank registers a key,
+    task 1 reports the hosts late; the key must still be there (Horovod's init() would have cleared it)."""
+    server, port = gloo.start_rendezvous(verbose=False)
+    try:
+        hosts = json.dumps(["10.0.0.1", "10.0.0.2"]).encode()
+        assert _put(port, f"{gloo.PLAN_SCOPE}/hosts", hosts) == 200
+        assert _put(port, "global/rank_0", b"address of rank 0") == 200
+        assert _put(port, f"{gloo.PLAN_SCOPE}/hosts", hosts) == 200  # the late task
+        assert _get(port, "global/rank_0") == (200, b"address of rank 0")
+        assert gloo.planned_hosts(server) == ["10.0.0.1", "10.0.0.2"]
+    finally:
+        server.stop()
+
+
+def _allreduce_sum() -> float:
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    return float(hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum))
+
+
+@pytest.mark.slow
+def test_real_gloo_ranks_meet_when_one_task_starts_ten_seconds_late(tmp_path):
+    """What a Spark barrier task does, by hand: report the hosts, start a Gloo rank. Rank 1's task comes 10 s after
+    rank 0 registered its keys (executors start seconds apart); both ranks must still finish their allreduce."""
+    import cloudpickle
+
+    server, port = gloo.start_rendezvous(verbose=False)
+    hosts = ["127.0.0.1", "127.0.0.1"]
+    job = cloudpickle.dumps(RankJob.of(_allreduce_sum, {}, str(tmp_path / "failures"), Horovod(), all_ranks=True))
+    processes, pipes = Processes(), []
+    try:
+        for rank, delay in ((0, 0), (1, 10)):
+            time.sleep(delay)
+            assert _put(port, f"{gloo.PLAN_SCOPE}/hosts", json.dumps(hosts).encode()) == 200
+            slot = gloo.host_plan(hosts)[1][rank]
+            read_end, write_end = os.pipe()
+            env = {**os.environ, **gloo.rank_env(slot, "127.0.0.1", port, gloo.loopback_interface()),
+                   PARENT_PID_ENV: str(os.getpid()), "PYTHONPATH": str(ROOT)}
+            processes.start(f"rank {rank}", rank_command(STDIN, f"{RESULT_FD}{write_end}"), env, prefix=str(rank),
+                            stdin=job, pass_fds=(write_end,))
+            os.close(write_end)
+            pipes.append(read_end)
+        assert processes.wait() is None, "a rank failed: " + "".join("".join(t) for t in processes.tails)[-3000:]
+        values = [cloudpickle.loads(os.read(fd, 1 << 20)).value for fd in pipes]
+        assert values == [3.0, 3.0]
+    finally:
+        processes.stop()
+        server.stop()
+        for fd in pipes:
+            os.close(fd)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", [1, 2, 3])
+@pytest.mark.parametrize("how, cause", [("exit", "exited with status 3"), ("kill", "killed by SIGKILL")])
+@pytest.mark.parametrize("route", ["gloo", "mpi", "spark"])
+def test_the_rank_that_died_is_named_not_its_echo(route, how, cause, attempt):
+    ran = run_command([sys.executable, "tests/plugin/flows/dying_rank.py", route, how], timeout=300)
+    error = ran.output[ran.output.find("ERROR "):]
+    assert error.startswith("ERROR RankLostError\n"), ran.output[-4000:]  # recoverable: Flyte may retry
+    headline = error.splitlines()[1]
+    assert re.match(r"Horovod rank 1 died on host \S+", headline), error[:2000]
+    assert cause in error, error[:2000]
+    assert ran.seconds < 120, f"took {ran.seconds:.0f} s"
