@@ -37,6 +37,30 @@ def _leftovers(marker: str) -> List[int]:
     return pids
 
 
+def hostname_resolves_to_loopback() -> bool:
+    import socket
+
+    try:
+        return socket.gethostbyname(socket.gethostname()).startswith("127.")
+    except OSError:
+        return False
+
+
+def on_loopback_hostname(args: List[str], tmp_path: Path) -> List[str]:
+    """``args`` run where the host name resolves to a loopback address (Debian's default /etc/hosts line
+    ``127.0.1.1 <hostname>``): as is where it already does, else in a private mount namespace whose /etc/hosts says so."""
+    import socket
+
+    if hostname_resolves_to_loopback():
+        return args
+    if os.geteuid() != 0:
+        pytest.skip("needs root (unshare --mount) to give this machine's host name a loopback address")
+    hosts = tmp_path / "hosts"
+    hosts.write_text(Path("/etc/hosts").read_text() + f"\n127.0.1.1 {socket.gethostname()}\n")
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts), *args]
+
+
 def run_command(args: List[str], env: Optional[Dict[str, str]] = None, timeout: float = 600, cwd=ROOT) -> Ran:
     """Run a command with the project's venv first on PATH; tag its process tree with a marker."""
     marker = f"HVD_TEST_RUN_{uuid.uuid4().hex}"
@@ -52,8 +76,9 @@ def pyflyte_run():
     """``pyflyte run <file> <workflow> [args]`` as a user types it; asserts no process of it is left behind."""
     runs = []
 
-    def run(path: str, workflow: str, *args: str, env: Optional[Dict[str, str]] = None, timeout: float = 600) -> Ran:
-        ran = run_command([str(VENV_BIN / "pyflyte"), "run", path, workflow, *args], env=env, timeout=timeout)
+    def run(path: str, workflow: str, *args: str, env: Optional[Dict[str, str]] = None, timeout: float = 600,
+            wrap=lambda command: command) -> Ran:
+        ran = run_command(wrap([str(VENV_BIN / "pyflyte"), "run", path, workflow, *args]), env=env, timeout=timeout)
         runs.append(ran)
         return ran
 

@@ -52,3 +52,10 @@ def test_failing_rank_fails_the_task_fast_and_cleanly(pyflyte_run):
     assert "ValueError: rank one cannot go on" in ran.output
     assert ran.seconds < 60, f"took {ran.seconds:.0f} s"
     # the pyflyte_run fixture then checks that no process of this run is left
+
+
+def test_zero_fusion_threshold_and_cache_capacity_reach_every_rank(pyflyte_run):
+    ran = pyflyte_run(FLOWS, "zero_settings_wf")
+    assert ran.returncode == 0, ran.output[-3000:]
+    assert re.findall(r"rank=(\d),(\w+),(\w+)", ran.output.strip().splitlines()[-1]) == [("0", "0", "0"),
+                                                                                         ("1", "0", "0")]

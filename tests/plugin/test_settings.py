@@ -89,6 +89,12 @@ def test_horovodrun_accepts_the_flags():
         ({"log_level": "loud"}, "log_level='loud' is not one of"),
         ({"autotune_log_file": "x.csv"}, "autotune_log_file is set but autotune is off"),
         ({"timeline_mark_cycles": True}, "timeline_mark_cycles is set but timeline_filename is not"),
+        ({"framework": "jax"}, "framework='jax' is not one of tensorflow, keras, pytorch, mxnet or None"),
+        ({"fp16_compression": "zstd"}, "fp16_compression='zstd' must be bool"),
+        ({"hierarchical_allreduce": "no"}, "hierarchical_allreduce='no' must be bool"),
+        ({"cache_capacity": 2.5}, "cache_capacity=2.5 must be int or None"),
+        ({"start_timeout": True}, "start_timeout=True must be int"),
+        ({"fusion_threshold_mb": "64"}, "fusion_threshold_mb='64' must be float or None"),
     ],
 )
 def test_invalid_settings_fail_when_built(kwargs, message):
@@ -99,3 +105,32 @@ def test_invalid_settings_fail_when_built(kwargs, message):
 def test_settings_round_trip_through_json():
     s = Horovod(controller="mpi", fusion_threshold_mb=1.5, fp16_compression=True)
     assert Horovod.from_json(s.to_json()) == s
+
+
+def test_zero_is_a_value_not_unset():
+    """0 disables fusion and the response cache (Horovod's own meaning); it must reach the ranks, not be dropped."""
+    s = Horovod(fusion_threshold_mb=0, cache_capacity=0)
+    assert s.env()["HOROVOD_FUSION_THRESHOLD"] == "0" and s.env()["HOROVOD_CACHE_CAPACITY"] == "0"
+    assert s.horovodrun_args()[-4:] == ["--fusion-threshold-mb", "0", "--cache-capacity", "0"]
+
+
+def test_a_timeline_in_a_missing_folder_is_refused_before_ranks_start(tmp_path):
+    from flytekitplugins.horovod import HorovodRunner
+
+    missing = tmp_path / "no-such-folder" / "timeline.json"
+    with pytest.raises(HorovodConfigError, match=f"the folder {tmp_path / 'no-such-folder'} does not exist"):
+        HorovodRunner(np=-2, settings=Horovod(timeline_filename=str(missing))).run(len)
+
+
+def test_a_framework_horovod_was_not_built_with_is_named():
+    with pytest.raises(HorovodConfigError, match=r"framework='mxnet'\): horovod.mxnet cannot be imported"):
+        Horovod(framework="mxnet").init_horovod()
+    assert Horovod(framework=None).init_horovod() is None  # the body initialises Horovod itself
+
+
+@pytest.mark.parametrize("np_", ["2", 0, 2.0, True])
+def test_horovod_runner_refuses_a_rank_count_that_is_not_a_whole_number(np_):
+    from flytekitplugins.horovod import HorovodRunner
+
+    with pytest.raises(HorovodConfigError, match=f"HorovodRunner\\(np={np_!r}\\): np must be a whole number"):
+        HorovodRunner(np=np_)

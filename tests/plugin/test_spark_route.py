@@ -95,3 +95,15 @@ def test_explicit_conf_with_too_few_slots_is_refused_when_declared():
         HorovodSpark(num_proc=4, spark_conf={"spark.executor.instances": "2", "spark.executor.cores": "1"})
     with pytest.raises(HorovodConfigError, match="HorovodSpark\(num_proc=0\): needs a whole number of Horovod ranks, at least one"):
         HorovodSpark(num_proc=0)
+
+
+def test_a_ten_megabyte_rank_result_after_a_plain_spark_task_on_a_loopback_hostname(pyflyte_run, tmp_path):
+    """Where the host name resolves to a loopback address (Debian's default), a local Spark session that is bound
+    to 127.0.0.1 but advertises another address cannot fetch task results over 1 MB (TaskResultLost). A plain Spark
+    task runs first, as `prepare` does in the Rossmann workflow, so its session is the one the Horovod task finds."""
+    from tests.conftest import on_loopback_hostname
+
+    ran = pyflyte_run(FLOWS, "big_result_wf", wrap=lambda command: on_loopback_hostname(command, tmp_path),
+                      timeout=300)
+    assert ran.returncode == 0, ran.output[-3000:]
+    assert ast.literal_eval(_last_line(ran.output)) == [10, 10 * 1024 * 1024, 10 * 1024 * 1024]

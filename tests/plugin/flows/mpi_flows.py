@@ -80,3 +80,17 @@ def rank_one_fails() -> int:
 @workflow
 def failing_wf() -> int:
     return rank_one_fails()
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(fusion_threshold_mb=0, cache_capacity=0)))
+def zero_settings_seen() -> typing.List[str]:
+    """Each rank's HOROVOD_FUSION_THRESHOLD and HOROVOD_CACHE_CAPACITY: 0 disables them and must reach every rank."""
+    import horovod.tensorflow as hvd
+
+    mine = f"rank={hvd.rank()},{os.environ.get('HOROVOD_FUSION_THRESHOLD')},{os.environ.get('HOROVOD_CACHE_CAPACITY')}"
+    return [str(x) for x in hvd.allgather_object(mine)]
+
+
+@workflow
+def zero_settings_wf() -> typing.List[str]:
+    return zero_settings_seen()

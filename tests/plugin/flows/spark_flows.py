@@ -5,6 +5,7 @@ import typing
 
 import flytekit
 from flytekit import task, workflow
+from flytekitplugins.spark import Spark
 
 from flytekitplugins.horovod import Horovod, HorovodRunner, HorovodSpark, spark_backend, spark_run, spark_store
 
@@ -103,3 +104,27 @@ def too_few_slots() -> float:
 @workflow
 def too_few_slots_wf() -> float:
     return too_few_slots()
+
+
+def _ten_megabytes() -> bytes:
+    import horovod.tensorflow as hvd
+
+    return bytes([hvd.rank()]) * (10 * 1024 * 1024)
+
+
+@task(task_config=Spark(spark_conf={"spark.sql.shuffle.partitions": "4"}))
+def plain_spark_first() -> int:
+    """A plain flytekitplugins-spark task, as `prepare` in the Rossmann workflow: its session is created first."""
+    return flytekit.current_context().spark_session.range(10).count()
+
+
+@task(task_config=HorovodSpark(num_proc=2))
+def ten_megabyte_result(rows: int) -> typing.List[int]:
+    """Rank 0's 10 MB result travels as a Spark task result (over 1 MB: fetched from the block manager)."""
+    data = spark_run(_ten_megabytes)
+    return [rows, len(data), data.count(0)]
+
+
+@workflow
+def big_result_wf() -> typing.List[int]:
+    return ten_megabyte_result(rows=plain_spark_first())

@@ -1,0 +1,56 @@
+"""The private flytekit and pyspark internals in ``flytekitplugins.horovod._shims``: each test fails, naming what
+changed, when an upgrade of flytekit or pyspark removes or changes one."""
+
+import sys
+
+import flytekit
+import pyspark
+from flytekit.core.checkpointer import SyncCheckpoint
+
+from flytekitplugins.horovod import _shims
+
+
+def test_sync_checkpoint_still_keeps_its_paths_where_the_shim_reads_them(tmp_path):
+    cp = SyncCheckpoint(checkpoint_dest=str(tmp_path / "dest"), checkpoint_src=str(tmp_path / "src"))
+    assert _shims.checkpoint_paths(cp) == (str(tmp_path / "dest"), str(tmp_path / "src")), (
+        f"flytekit {flytekit.__version__} changed SyncCheckpoint's private fields: update _shims.checkpoint_paths")
+
+
+def test_dispatch_execute_still_drops_pre_execute_attrs_with_decks_on():
+    """The workaround in _shims.keep_attrs_across_dispatch is needed while this holds; if flytekit stops dropping
+    the attributes, this test says so and the shim can go."""
+    from flytekit import task
+    from flytekit.core.context_manager import FlyteContextManager
+
+    seen = {}
+
+    class Marking:
+        pass
+
+    @task(enable_deck=True)
+    def body() -> int:
+        seen["attr"] = flytekit.current_context().has_attr("MARK")
+        return 1
+
+    def pre_execute(user_params):  # as HorovodSparkFunctionTask does: on top of Spark's pre_execute result (a copy)
+        params = user_params.builder().build()
+        return params.builder().add_attr("MARK", Marking()).build()
+
+    body.pre_execute = pre_execute
+    body()
+    assert seen["attr"] is False, (f"flytekit {flytekit.__version__} keeps pre_execute's attributes with decks on: "
+                                   "_shims.keep_attrs_across_dispatch may be removed")
+    assert hasattr(FlyteContextManager.current_context().user_space_params, "_attrs"), (
+        "ExecutionParameters._attrs is gone: update _shims.keep_attrs_across_dispatch")
+
+
+def test_the_executor_count_is_still_reachable_through_the_java_context():
+    from pyspark.sql import SparkSession
+
+    # local mode has no executors to count; the call path through sc._jsc is what must still exist
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        assert _shims.executor_count(spark.sparkContext) == 0, (
+            f"pyspark {pyspark.__version__}: getExecutorMemoryStatus through sc._jsc changed; update _shims")
+    finally:
+        spark.stop()
