@@ -90,5 +90,6 @@ def test_a_failing_rank_is_reported_with_its_own_error(flows_registration, tmp_p
     assert attempt.error_files() == ["error.pb"]
     error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error
     assert "ValueError: rank one cannot go on" in error.message, error.message[-800:]
+    assert error.kind == errors_pb2.ContainerError.NON_RECOVERABLE  # a bug in the body: a retry would fail again
     time.sleep(0.5)
     assert _leftovers(ran.marker) == []

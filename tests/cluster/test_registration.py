@@ -19,6 +19,7 @@ FLOWS_DESIGN = {
     "spark_allreduce": c.SparkRoute(spark_conf={"spark.sql.shuffle.partitions": "4"}, ranks=2),
     "report": c.Python(),
     "rank_one_fails": c.MpiRoute(workers=2, slots=1, launcher="mpirun"),
+    "spark_rank_fails": c.SparkRoute(spark_conf={"spark.sql.shuffle.partitions": "4"}, ranks=2),
 }
 
 

@@ -7,6 +7,8 @@ import json
 import os
 import time
 
+import pytest
+
 from tests.cluster.backend import VENV_PYTHON, Attempt, observed_env, spark_driver, value, writes
 from tests.conftest import _leftovers
 
@@ -54,3 +56,25 @@ def test_spark_driver_runs_the_registered_task_with_horovod_on_local_2(flows_reg
 
     time.sleep(0.5)
     assert _leftovers(ran.marker) == [], "the driver left processes running"
+
+
+@pytest.mark.parametrize("how, kind, headline, cause", [
+    ("kill", "RECOVERABLE", "Horovod rank 1 died on host", "killed by SIGKILL"),
+    ("raise", "NON_RECOVERABLE", "Horovod rank 1 failed on host", "ValueError: rank one cannot go on"),
+])
+def test_a_lost_rank_is_recoverable_and_a_failing_body_is_not(flows_registration, tmp_path, how, kind, headline,
+                                                               cause):
+    """What propeller reads from error.pb to decide whether `retries=` re-runs the task."""
+    from flyteidl.core import errors_pb2
+
+    template = flows_registration.task(f"{FLOWS}.spark_rank_fails")
+    attempt = Attempt(tmp_path / "attempt")
+    attempt.write_inputs(template, {"how": how})
+    ran = spark_driver(template, attempt, tmp_path, master="local[2]")
+    assert ran.returncode == 0, ran.output[-4000:]  # pyflyte-execute records the error and exits 0
+    assert attempt.error_files() == ["error.pb"] and "outputs.pb" not in os.listdir(attempt.output_prefix)
+    error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error
+    assert errors_pb2.ContainerError.Kind.Name(error.kind) == kind, error
+    assert headline in error.message and cause in error.message, error.message[-2000:]
+    time.sleep(0.5)
+    assert _leftovers(ran.marker) == []

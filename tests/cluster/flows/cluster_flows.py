@@ -128,3 +128,26 @@ def rank_one_fails() -> float:
     if hvd.rank() == 1:
         raise ValueError("rank one cannot go on")
     return float(hvd.allreduce(tf.constant(1.0)))
+
+
+def _rank_one_lost(how: str) -> float:
+    """Rank 1 is killed (as by the OOM killer) or raises, after the ranks met; rank 0 goes on until it notices."""
+    import signal
+
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    hvd.allreduce(tf.constant(1.0))
+    if hvd.rank() == 1:
+        if how == "raise":
+            raise ValueError("rank one cannot go on")
+        os.kill(os.getpid(), signal.SIGKILL)
+    for _ in range(1000):
+        hvd.allreduce(tf.constant(1.0))
+    return 0.0
+
+
+@task(task_config=SPARK_CONFIG)
+def spark_rank_fails(how: str) -> float:
+    """Spark route: one rank is lost (``how="kill"``: Flyte may retry) or its body raises (``"raise"``: it may not)."""
+    return spark_run(_rank_one_lost, {"how": how})
