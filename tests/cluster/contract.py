@@ -47,6 +47,18 @@ class MpiRoute:
 
 
 @dataclass
+class ElasticRoute:
+    """kfmpi's HorovodJob for the training-operator: ``workers`` pods x ``slots``, elastic between the bounds; the
+    launcher runs ``horovodrun`` with the operator's host discovery script around pyflyte-execute (kfmpi's form)."""
+
+    workers: int
+    min_workers: int
+    max_workers: int
+    slots: int = 1
+    discovery: str = "/etc/mpi/discover_hosts.sh"
+
+
+@dataclass
 class SparkRoute:
     """A SparkApplication: the driver runs the body; ``ranks`` > 0 means Horovod needs that many executor slots."""
 
@@ -54,7 +66,7 @@ class SparkRoute:
     ranks: int = 0
 
 
-Expected = Union[Python, MpiRoute, SparkRoute]
+Expected = Union[Python, MpiRoute, ElasticRoute, SparkRoute]
 
 
 def _where(template: tasks_pb2.TaskTemplate) -> str:
@@ -70,7 +82,7 @@ def check_task(template: tasks_pb2.TaskTemplate, expected: Expected, python: str
     assert list(container.command) == [], f"{where}: container.command must be empty (the image entrypoint runs args)"
     args = list(container.args)
     execute = pyflyte_execute(module, name)
-    want_type = {Python: "python-task", MpiRoute: "mpi", SparkRoute: "spark"}[type(expected)]
+    want_type = {Python: "python-task", MpiRoute: "mpi", ElasticRoute: "mpi", SparkRoute: "spark"}[type(expected)]
     assert template.type == want_type, f"{where}: task type {template.type!r}, the design needs {want_type!r}"
     custom = MessageToDict(template.custom)
 
@@ -78,6 +90,8 @@ def check_task(template: tasks_pb2.TaskTemplate, expected: Expected, python: str
         assert args == execute, f"{where}: container args {args} are not pyflyte-execute's"
     elif isinstance(expected, SparkRoute):
         check_spark(where, custom, args, execute, expected, python, entrypoint)
+    elif isinstance(expected, ElasticRoute):
+        check_elastic(where, template, custom, args, execute, expected)
     else:
         check_mpi(where, template, custom, args, execute, expected, entrypoint)
 
@@ -129,6 +143,21 @@ def check_mpi(where, template, custom, args, execute, expected: MpiRoute, entryp
         assert launcher[:5] == ["horovodrun", "-np", str(expected.ranks), "--hostfile", HOSTFILE_REF], (
             f"{where}: launcher {launcher[:5]} is not horovodrun on the operator's hostfile")
         assert "--gloo" in launcher, f"{where}: horovodrun without --gloo: {launcher}"
+
+
+def check_elastic(where, template, custom, args, execute, expected: ElasticRoute) -> None:
+    assert template.task_type_version == 1, f"{where}: task_type_version {template.task_type_version}, want 1"
+    workers, slots = int(custom["workerReplicas"]["replicas"]), int(custom.get("slots", 1))
+    assert (workers, slots) == (expected.workers, expected.slots), f"{where}: {workers} workers x {slots} slots"
+    assert "pyflyte-execute" in args, f"{where}: no pyflyte-execute in the launcher command {args}"
+    launcher, per_rank = args[:args.index("pyflyte-execute")], args[args.index("pyflyte-execute"):]
+    assert per_rank == execute, f"{where}: each rank must run pyflyte-execute for this task, got {per_rank}"
+    flag = {a: launcher[i + 1] for i, a in enumerate(launcher) if a.startswith("--") and i + 1 < len(launcher)}
+    assert launcher[:3] == ["horovodrun", "-np", str(workers * slots)], f"{where}: launcher {launcher[:3]}"
+    want = {"--min-np": str(expected.min_workers * slots), "--max-np": str(expected.max_workers * slots),
+            "--slots-per-host": str(slots), "--host-discovery-script": expected.discovery}
+    got = {k: flag.get(k) for k in want}
+    assert got == want, f"{where}: elastic flags {got}, the design needs {want}"
 
 
 # ---------------------------------------------------------------- workflows

@@ -20,6 +20,7 @@ FLOWS_DESIGN = {
     "report": c.Python(),
     "rank_one_fails": c.MpiRoute(workers=2, slots=1, launcher="mpirun"),
     "spark_rank_fails": c.SparkRoute(spark_conf={"spark.sql.shuffle.partitions": "4"}, ranks=2),
+    "elastic_allreduce": c.ElasticRoute(workers=2, min_workers=1, max_workers=2),
 }
 
 

@@ -16,7 +16,7 @@ import flytekit
 from flytekit import task, workflow
 from flytekit.types.directory import FlyteDirectory
 
-from flytekitplugins.horovod import Horovod, HorovodSpark, Launcher, MPIJob, Worker, spark_run
+from flytekitplugins.horovod import Horovod, HorovodJob, HorovodSpark, Launcher, MPIJob, Worker, spark_run
 
 BREAK = set(filter(None, os.environ.get("CLUSTER_FLOWS_BREAK", "").split(",")))
 MPI_WORKERS = 3 if "ranks" in BREAK else 2
@@ -151,3 +151,9 @@ def _rank_one_lost(how: str) -> float:
 def spark_rank_fails(how: str) -> float:
     """Spark route: one rank is lost (``how="kill"``: Flyte may retry) or its body raises (``"raise"``: it may not)."""
     return spark_run(_rank_one_lost, {"how": how})
+
+
+@task(task_config=HorovodJob(worker=Worker(replicas=2), min_workers=1, max_workers=2, elastic_timeout=60))
+def elastic_allreduce(scale: float, marker_dir: str) -> float:
+    """Elastic MPI route: the launcher runs kfmpi's ``horovodrun ... --host-discovery-script ... pyflyte-execute``."""
+    return _allreduce_and_mark(scale, marker_dir)[2]

@@ -1,6 +1,7 @@
 """Horovod data-parallel training as Flyte tasks, through Kubernetes MPI jobs and through Spark.
 
-MPI route: ``@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(...)))``.
+MPI route: ``@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(...)))``; elastic:
+``HorovodJob(worker=Worker(replicas=3), min_workers=2)``.
 Spark route: ``@task(task_config=HorovodSpark(num_proc=2, horovod=Horovod(...)))`` with ``spark_run``,
 ``spark_backend`` and ``spark_store`` in the body. Anywhere: ``HorovodRunner(np=2).run(main, **kwargs)``.
 
@@ -10,6 +11,7 @@ handler): what a task or a rank needs is set when it starts.
 
 from flytekitplugins.kfmpi import CleanPodPolicy, Launcher, RestartPolicy, RunPolicy, Worker
 
+from .elastic import HorovodElasticFunctionTask, HorovodJob
 from .failures import RankFailedError, RankLostError
 from .mpi import HorovodMPIFunctionTask, MPIJob
 from .runner import HorovodRunner
@@ -29,6 +31,8 @@ __all__ = [
     "CleanPodPolicy",
     "Horovod",
     "HorovodConfigError",
+    "HorovodElasticFunctionTask",
+    "HorovodJob",
     "HorovodMPIFunctionTask",
     "HorovodRunner",
     "HorovodSpark",

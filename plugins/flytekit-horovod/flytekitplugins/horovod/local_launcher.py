@@ -125,6 +125,74 @@ def run_local(
     return results
 
 
+def local_host_names() -> List[str]:
+    """Distinct names of this host (each resolves to one of its addresses), to stand for worker hosts in a local
+    elastic run: Horovod blacklists a failed worker's whole host, so each worker needs a name of its own."""
+    import socket
+
+    from horovod.runner.util.network import get_local_host_addresses, resolve_host_address
+
+    local = get_local_host_addresses()
+    names = ["localhost", "127.0.0.1", socket.gethostname(), *sorted(local)]
+    return [n for n in dict.fromkeys(names) if resolve_host_address(n) in local]
+
+
+def run_local_elastic(
+    fn: Callable,
+    kwargs: Optional[Dict[str, Any]],
+    workers: int,
+    min_workers: int,
+    max_workers: int,
+    slots: int,
+    settings: Horovod,
+    flyte: Optional[FlyteRankContext] = None,
+    elastic_timeout: int = 600,
+) -> Optional[RankResult]:
+    """Run ``fn`` as an elastic Horovod job on this host: ``horovodrun`` with a host discovery script that lists
+    ``workers`` local "hosts" of ``slots`` slots each (see ``local_host_names``), ``--min-np``/``--max-np`` from the
+    worker bounds. Workers may fail and the job goes on while ``min_workers`` remain; returns the result of the rank
+    that is rank 0 at the end."""
+    hosts = local_host_names()
+    if max_workers > len(hosts):
+        from .settings import HorovodConfigError
+
+        raise HorovodConfigError(f"a local elastic run stands for each worker host by a name of this host; there are "
+                                 f"{len(hosts)} ({', '.join(hosts)}), max_workers={max_workers} needs more")
+    settings.check_paths()
+    job_dir = tempfile.mkdtemp(prefix="horovod-job-")
+    failures = RankFailures(os.path.join(job_dir, "failures"))
+    job_path = os.path.join(job_dir, "job.pkl")
+    write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte)))
+    discovery = os.path.join(job_dir, "discover_hosts.sh")
+    with open(discovery, "w") as f:
+        f.write("#!/bin/sh\n" + "".join(f"echo {host}:{slots}\n" for host in hosts[:workers]))
+    os.chmod(discovery, 0o755)
+    args = [sys.executable, "-c", "from horovod.runner.launch import run_commandline; run_commandline()",
+            "-np", str(workers * slots), "--min-np", str(min_workers * slots), "--max-np", str(max_workers * slots),
+            "--host-discovery-script", discovery, "--elastic-timeout", str(elastic_timeout),
+            *settings.horovodrun_args(), *rank_command(job_path, job_dir)]
+    env = {**os.environ, **settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
+    logger.info("launching an elastic Horovod job on this host: %d workers (%d..%d) x %d slots", workers,
+                min_workers, max_workers, slots)
+    _verbose(settings, "running %s", " ".join(args))
+    processes = Processes()
+    try:
+        processes.start("horovodrun", args, env, prefix=None, die_with_parent=True)
+        failed = processes.wait()
+        if failed is not None:
+            raise RuntimeError(processes.describe_exit(*failed))
+        return read_results(job_dir, 1)[0]
+    except KeyboardInterrupt:
+        logger.warning("interrupted: stopping the elastic Horovod job")
+        processes.stop()
+        raise
+    except Exception as exc:
+        processes.stop()
+        raise failures.error(exc) from None
+    finally:
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
 def _record_mpirun_failure(processes: Processes, failures: RankFailures) -> None:
     """mpirun failed: let it finish its closing message, then record the rank it names (if it has no record)."""
     named = mpirun_failed_rank(processes.finished_output(0))

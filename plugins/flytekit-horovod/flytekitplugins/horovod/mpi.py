@@ -3,8 +3,9 @@
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, List
+from typing import Any, Callable, Dict, List
 
+from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
 from flytekit.core.base_task import IgnoreOutputs
 from flytekit.extend import TaskPlugins
@@ -13,7 +14,7 @@ from flytekitplugins.kfmpi import task as kfmpi
 from .failures import RankFailures
 from .flyte_context import FlyteRankContext
 from .local_launcher import run_local
-from .rank import launched_rank, launched_size, start_rank
+from .rank import current_rank, launched_rank, launched_size, start_rank
 from .settings import Horovod, HorovodConfigError
 
 logger = logging.getLogger("flytekitplugins.horovod")
@@ -23,7 +24,8 @@ logger = logging.getLogger("flytekitplugins.horovod")
 HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
 
 
-def _whole(name: str, value: Any) -> None:
+def check_whole(name: str, value: Any) -> None:
+    """A replica or slot count: None (unset) or a whole number >= 1."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise HorovodConfigError(f"{name}={value!r}: must be a whole number, at least 1")
 
@@ -47,7 +49,7 @@ class MPIJob(kfmpi.MPIJob):
                                      f"{type(self.horovod).__name__}")
         for name, value in (("worker.replicas", self.worker.replicas), ("num_workers", self.num_workers),
                             ("launcher.replicas", self.launcher.replicas), ("slots", self.slots)):
-            _whole(name, value)
+            check_whole(name, value)
 
     @property
     def num_ranks(self) -> int:
@@ -76,39 +78,42 @@ class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
     def execute(self, **kwargs) -> Any:
         config = self.task_config
         if launched_rank() is not None:
-            return self._execute_in_world(**kwargs)
+            return execute_in_world(self, kwargs)
         results = run_local(self._task_function, kwargs, num_proc=config.num_ranks, settings=config.horovod,
                             flyte=FlyteRankContext.capture())
         return adopt(results[0])
 
-    def _execute_in_world(self, **kwargs) -> Any:
-        """Already one rank of a launched world (mpirun/horovodrun on a cluster): run once, rank 0 writes outputs.
 
-        Every rank's pyflyte-execute writes a failure to the same ``error.pb``, last writer wins; so rank 0,
-        whose error is usually only the echo of another rank's ("Horovod has been shut down"), reports the
-        first rank that failed, with its host and traceback, read from a folder all ranks share.
-        """
-        import flytekit
+def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
+    """Run the body once as one rank of a world a launcher already started (mpirun/horovodrun on a cluster).
 
-        rank, size = launched_rank(), launched_size()
-        failures = RankFailures(f"{flytekit.current_context().raw_output_prefix.rstrip('/')}/horovod-failures")
-        logger.info("rank %s of %s: running %s inside the launched world", rank, size, self.name)
-        settings = self.task_config.horovod
-        try:
-            start_rank(settings)
-            result = self._task_function(**kwargs)
-            hvd = settings.module()
-            if hvd is not None and hasattr(hvd, "join"):
-                hvd.join()  # rank 0 must not report success while another rank is still failing
-        except Exception as exc:
-            failures.record_exception(rank, exc)
-            if rank != 0:
-                raise
-            _wait_for_other_failures(failures, timeout=5.0)
-            raise failures.error(exc) from None
+    Rank 0 writes the outputs, the others raise ``IgnoreOutputs``. Every rank's pyflyte-execute writes a failure to
+    the same ``error.pb``, last writer wins; so rank 0, whose error is usually only the echo of another rank's
+    ("Horovod has been shut down"), reports the first rank that failed, with its host and traceback, read from a
+    folder all ranks share.
+    """
+    import flytekit
+
+    rank, size = launched_rank(), launched_size()
+    failures = RankFailures(f"{flytekit.current_context().raw_output_prefix.rstrip('/')}/horovod-failures")
+    logger.info("rank %s of %s: running %s inside the launched world", rank, size, task.name)
+    settings = task.task_config.horovod
+    try:
+        start_rank(settings)
+        result = task._task_function(**kwargs)
+        rank = current_rank(settings, rank)
+        hvd = settings.module()
+        if hvd is not None and hasattr(hvd, "join"):
+            hvd.join()  # rank 0 must not report success while another rank is still failing
+    except Exception as exc:
+        failures.record_exception(rank, exc)
         if rank != 0:
-            raise IgnoreOutputs(f"rank {rank}: only rank 0 writes the task's outputs")
-        return result
+            raise
+        _wait_for_other_failures(failures, timeout=5.0)
+        raise failures.error(exc) from None
+    if rank != 0:
+        raise IgnoreOutputs(f"rank {rank}: only rank 0 writes the task's outputs")
+    return result
 
 
 def adopt(result) -> Any:

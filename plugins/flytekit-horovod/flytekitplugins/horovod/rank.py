@@ -99,6 +99,12 @@ def start_rank(settings: Horovod) -> Tuple[int, int]:
     return rank, size
 
 
+def current_rank(settings: Horovod, fallback: int) -> int:
+    """This process's rank now: elastic jobs renumber their ranks when workers leave or join."""
+    hvd = settings.module()
+    return hvd.rank() if hvd is not None and hvd.is_initialized() else fallback
+
+
 def run_rank(job: RankJob) -> Optional[RankResult]:
     """Run a job in this rank process: start the rank, the function, and record a failure before re-raising."""
     rank = launched_rank() or 0
@@ -111,6 +117,7 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
             with job.flyte.enter() as ctx:
                 value = fn(**job.kwargs)
                 decks = list(ctx.user_space_params.decks)
+        rank = current_rank(job.settings, rank)
         if rank == 0:
             return RankResult(value, decks)
         return RankResult(value) if job.all_ranks else None
@@ -162,12 +169,13 @@ def rank_main(argv: Optional[Sequence[str]] = None) -> None:
                 job = cloudpickle.load(f)
         result = run_rank(job)
         if result is not None:
+            rank = current_rank(job.settings, launched_rank() or 0)
             data = cloudpickle.dumps(result)
             if result_arg.startswith(RESULT_FD):
                 with os.fdopen(int(result_arg[len(RESULT_FD):]), "wb") as f:
                     f.write(data)
             else:
-                write_file(os.path.join(result_arg, f"result-{launched_rank() or 0}.pkl"), data)
+                write_file(os.path.join(result_arg, f"result-{rank}.pkl"), data)
     except BaseException:
         traceback.print_exc()
         code = 1

@@ -1,0 +1,100 @@
+"""Elastic Horovod: a kfmpi-compatible ``HorovodJob`` whose local runs are really elastic."""
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Optional
+
+from flytekit.extend import TaskPlugins
+from flytekitplugins.kfmpi import task as kfmpi
+
+from .flyte_context import FlyteRankContext
+from .local_launcher import run_local_elastic
+from .mpi import adopt, check_whole, execute_in_world
+from .rank import launched_rank
+from .settings import Horovod, HorovodConfigError
+
+
+@dataclass
+class HorovodJob(kfmpi.HorovodJob):
+    """kfmpi's ``HorovodJob`` (``worker``, ``launcher``, ``run_policy``, ``slots``, ``verbose``, ``log_level``,
+    ``discovery_script_path``, ``elastic_timeout``) plus elastic bounds and Horovod settings.
+
+    ``min_workers`` / ``max_workers``: how few worker hosts the job survives with and how many it grows to (default:
+    ``worker.replicas``, i.e. kfmpi's fixed size). Ranks start at ``worker.replicas * slots``. The body uses
+    ``hvd.elastic.run`` with a committed state (e.g. ``hvd.elastic.KerasState``), as in Horovod's elastic examples.
+    On a cluster the MPI operator's launcher runs ``horovodrun`` with the operator's host discovery script; a local
+    run starts an elastic Gloo job on this host with a discovery script of its own.
+    """
+
+    min_workers: Optional[int] = None
+    max_workers: Optional[int] = None
+    horovod: Horovod = field(default_factory=Horovod)
+
+    def __post_init__(self):
+        if self.launcher.replicas is None and self.num_launcher_replicas is None:
+            self.launcher.replicas = 1
+        if not isinstance(self.horovod, Horovod):
+            raise HorovodConfigError(f"HorovodJob.horovod must be a Horovod(...) settings object, got "
+                                     f"{type(self.horovod).__name__}")
+        if self.horovod.controller != "gloo":
+            raise HorovodConfigError("HorovodJob: elastic Horovod runs on Gloo only; use Horovod(controller='gloo')")
+        for name, value in (("worker.replicas", self.worker.replicas), ("num_workers", self.num_workers),
+                            ("slots", self.slots), ("min_workers", self.min_workers),
+                            ("max_workers", self.max_workers), ("elastic_timeout", self.elastic_timeout)):
+            check_whole(name, value)
+        if self.workers is None:
+            raise HorovodConfigError("HorovodJob needs worker=Worker(replicas=N): the number of worker pods")
+        if not self.min_worker_count <= self.workers <= self.max_worker_count:
+            raise HorovodConfigError(f"HorovodJob needs min_workers <= worker.replicas <= max_workers, got "
+                                     f"{self.min_worker_count} <= {self.workers} <= {self.max_worker_count}")
+
+    @property
+    def workers(self) -> Optional[int]:
+        return self.num_workers or self.worker.replicas
+
+    @property
+    def min_worker_count(self) -> int:
+        return self.min_workers if self.min_workers is not None else self.workers
+
+    @property
+    def max_worker_count(self) -> int:
+        return self.max_workers if self.max_workers is not None else self.workers
+
+
+class HorovodElasticFunctionTask(kfmpi.HorovodFunctionTask):
+    """Runs the body on every rank of an elastic Horovod job; the output is the final rank 0's return value.
+
+    Serialization is kfmpi's ``HorovodJob`` (task type ``mpi``); the command is kfmpi's ``horovodrun`` with the
+    elastic bounds from ``min_workers``/``max_workers`` and the ``Horovod`` settings' flags.
+    """
+
+    def __init__(self, task_config: HorovodJob, task_function: Callable, **kwargs):
+        super().__init__(task_config=task_config, task_function=task_function, **kwargs)
+
+    def _get_horovod_prefix(self) -> List[str]:
+        config = self.task_config
+        prefix = super()._get_horovod_prefix() if config.worker.replicas else self._prefix_for_num_workers()
+        prefix[prefix.index("--min-np") + 1] = str(config.min_worker_count * config.slots)
+        prefix[prefix.index("--max-np") + 1] = str(config.max_worker_count * config.slots)
+        return prefix + config.horovod.horovodrun_args()
+
+    def _prefix_for_num_workers(self) -> List[str]:
+        """kfmpi's prefix when only the deprecated ``num_workers`` is set (kfmpi's own crashes on it)."""
+        config = self.task_config
+        config.worker.replicas = config.num_workers
+        try:
+            return super()._get_horovod_prefix()
+        finally:
+            config.worker.replicas = None
+
+    def execute(self, **kwargs) -> Any:
+        config = self.task_config
+        if launched_rank() is not None:
+            return execute_in_world(self, kwargs)
+        result = run_local_elastic(self._task_function, kwargs, workers=config.workers,
+                                   min_workers=config.min_worker_count, max_workers=config.max_worker_count,
+                                   slots=config.slots, settings=config.horovod, flyte=FlyteRankContext.capture(),
+                                   elastic_timeout=config.elastic_timeout)
+        return adopt(result)
+
+
+TaskPlugins.register_pythontask_plugin(HorovodJob, HorovodElasticFunctionTask)
