@@ -94,3 +94,20 @@ def zero_settings_seen() -> typing.List[str]:
 @workflow
 def zero_settings_wf() -> typing.List[str]:
     return zero_settings_seen()
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2)))
+def sleeps(seconds: int) -> int:
+    """Ranks that wait (for a Ctrl-C test): each says it started, then sleeps."""
+    import time
+
+    import horovod.tensorflow as hvd
+
+    print(f"rank {hvd.rank()} is sleeping", flush=True)
+    time.sleep(seconds)
+    return hvd.rank()
+
+
+@workflow
+def sleeping_wf(seconds: int = 120) -> int:
+    return sleeps(seconds=seconds)

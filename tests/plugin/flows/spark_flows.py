@@ -128,3 +128,23 @@ def ten_megabyte_result(rows: int) -> typing.List[int]:
 @workflow
 def big_result_wf() -> typing.List[int]:
     return ten_megabyte_result(rows=plain_spark_first())
+
+
+def _sleep(seconds: int) -> int:
+    import time
+
+    import horovod.tensorflow as hvd
+
+    print(f"rank {hvd.rank()} is sleeping", flush=True)
+    time.sleep(seconds)
+    return hvd.rank()
+
+
+@task(task_config=HorovodSpark(num_proc=2))
+def spark_sleeps(seconds: int) -> int:
+    return spark_run(_sleep, {"seconds": seconds})
+
+
+@workflow
+def spark_sleeping_wf(seconds: int = 120) -> int:
+    return spark_sleeps(seconds=seconds)

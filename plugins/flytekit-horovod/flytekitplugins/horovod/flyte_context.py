@@ -49,8 +49,9 @@ class FlyteRankContext:
         )
 
     @contextlib.contextmanager
-    def enter(self) -> Iterator[Any]:
-        """Make this context current in this process; its local sandbox is removed on the way out."""
+    def enter(self, scratch: Optional[str] = None) -> Iterator[Any]:
+        """Make this context current in this process; its local sandbox (in ``scratch``, a folder the launcher
+        removes even when it has to kill the rank) is removed on the way out."""
         from flytekit import FlyteContextManager
         from flytekit.core.checkpointer import SyncCheckpoint
         from flytekit.core.context_manager import ExecutionParameters
@@ -71,7 +72,7 @@ class FlyteRankContext:
             task_id=self.task_id,
             enable_deck=self.enable_deck,
         )
-        sandbox = tempfile.mkdtemp(prefix="flyte-rank-")
+        sandbox = tempfile.mkdtemp(prefix="flyte-rank-", dir=scratch)
         try:
             file_access = FileAccessProvider(local_sandbox_dir=sandbox, raw_output_prefix=self.raw_output_prefix)
             state = ctx.new_execution_state().with_params(mode=self.mode, user_space_params=params)

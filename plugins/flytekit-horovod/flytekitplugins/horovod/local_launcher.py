@@ -83,7 +83,7 @@ def run_local(
     failures = RankFailures(os.path.join(job_dir, "failures"))
     job_path = os.path.join(job_dir, "job.pkl")
     write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
-                                                      all_ranks=all_ranks)))
+                                                      all_ranks=all_ranks, workdir=job_dir)))
     extra = {**settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
     env = {**os.environ, **extra}
     command = rank_command(job_path, job_dir)
@@ -110,13 +110,12 @@ def run_local(
         if failed is not None:
             raise RuntimeError(processes.describe_exit(*failed))
         results = read_results(job_dir, num_proc)
-    except KeyboardInterrupt:
-        logger.warning("interrupted: stopping %d Horovod ranks", num_proc)
-        processes.stop()
-        raise
     except Exception as exc:
         processes.stop()
         raise failures.error(exc) from None
+    except BaseException:  # Ctrl-C: KeyboardInterrupt, or the SystemExit of flytekit's SIGINT handler
+        interrupted(processes)
+        raise
     finally:
         if rendezvous is not None:
             gloo.stop_soon(rendezvous)
@@ -162,7 +161,8 @@ def run_local_elastic(
     job_dir = tempfile.mkdtemp(prefix="horovod-job-")
     failures = RankFailures(os.path.join(job_dir, "failures"))
     job_path = os.path.join(job_dir, "job.pkl")
-    write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte)))
+    write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
+                                                      workdir=job_dir)))
     discovery = os.path.join(job_dir, "discover_hosts.sh")
     with open(discovery, "w") as f:
         f.write("#!/bin/sh\n" + "".join(f"echo {host}:{slots}\n" for host in hosts[:workers]))
@@ -182,15 +182,20 @@ def run_local_elastic(
         if failed is not None:
             raise RuntimeError(processes.describe_exit(*failed))
         return read_results(job_dir, 1)[0]
-    except KeyboardInterrupt:
-        logger.warning("interrupted: stopping the elastic Horovod job")
-        processes.stop()
-        raise
     except Exception as exc:
         processes.stop()
         raise failures.error(exc) from None
+    except BaseException:  # Ctrl-C
+        interrupted(processes)
+        raise
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def interrupted(processes: Processes) -> None:
+    """Stop what a Ctrl-C interrupted, and say so."""
+    processes.stop()
+    logger.warning("interrupted: stopped %s", ", ".join(processes.names) or "the Horovod job before it started")
 
 
 def _record_mpirun_failure(processes: Processes, failures: RankFailures) -> None:

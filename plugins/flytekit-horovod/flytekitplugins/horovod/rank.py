@@ -58,6 +58,7 @@ class RankJob:
     settings: Horovod
     flyte: Optional[FlyteRankContext] = None
     all_ranks: bool = False
+    workdir: Optional[str] = None  # a folder the launcher removes when the job ends, for the ranks' scratch files
 
     @classmethod
     def of(cls, fn: Callable, kwargs: Optional[Dict[str, Any]], failure_dir: str, settings: Horovod,
@@ -114,7 +115,7 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
         if job.flyte is None:
             value, decks = fn(**job.kwargs), []
         else:
-            with job.flyte.enter() as ctx:
+            with job.flyte.enter(job.workdir) as ctx:
                 value = fn(**job.kwargs)
                 decks = list(ctx.user_space_params.decks)
         rank = current_rank(job.settings, rank)

@@ -153,7 +153,8 @@ def _run_barrier_stage(sc, job: bytes, num_proc: int, env: Dict[str, str], local
                 logger.info("a Horovod rank failed; cancelling the other ranks' Spark tasks")
                 sc.cancelJobGroup(group)
                 thread.join()
-    except BaseException:
+    except BaseException:  # Ctrl-C
+        logger.warning("interrupted: cancelling the Spark tasks of %d Horovod ranks", num_proc)
         sc.cancelJobGroup(group)
         raise
     finally:
