@@ -8,7 +8,7 @@ from flytekitplugins.kfmpi import task as kfmpi
 
 from .flyte_context import FlyteRankContext
 from .local_launcher import run_local_elastic
-from .mpi import adopt, check_whole, execute_in_world
+from .mpi import adopt, check_job, execute_in_world
 from .rank import launched_rank
 from .settings import Horovod, HorovodConfigError
 
@@ -30,17 +30,10 @@ class HorovodJob(kfmpi.HorovodJob):
     horovod: Horovod = field(default_factory=Horovod)
 
     def __post_init__(self):
-        if self.launcher.replicas is None and self.num_launcher_replicas is None:
-            self.launcher.replicas = 1
-        if not isinstance(self.horovod, Horovod):
-            raise HorovodConfigError(f"HorovodJob.horovod must be a Horovod(...) settings object, got "
-                                     f"{type(self.horovod).__name__}")
+        check_job(self, {"min_workers": self.min_workers, "max_workers": self.max_workers,
+                         "elastic_timeout": self.elastic_timeout})
         if self.horovod.controller != "gloo":
             raise HorovodConfigError("HorovodJob: elastic Horovod runs on Gloo only; use Horovod(controller='gloo')")
-        for name, value in (("worker.replicas", self.worker.replicas), ("num_workers", self.num_workers),
-                            ("slots", self.slots), ("min_workers", self.min_workers),
-                            ("max_workers", self.max_workers), ("elastic_timeout", self.elastic_timeout)):
-            check_whole(name, value)
         if self.workers is None:
             raise HorovodConfigError("HorovodJob needs worker=Worker(replicas=N): the number of worker pods")
         if not self.min_worker_count <= self.workers <= self.max_worker_count:

@@ -24,10 +24,18 @@ logger = logging.getLogger("flytekitplugins.horovod")
 HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
 
 
-def check_whole(name: str, value: Any) -> None:
-    """A replica or slot count: None (unset) or a whole number >= 1."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise HorovodConfigError(f"{name}={value!r}: must be a whole number, at least 1")
+def check_job(config: Any, counts: Dict[str, Any]) -> None:
+    """What kfmpi's configs leave unchecked: ``launcher.replicas`` defaults to 1 (kfmpi requires it set), the
+    settings are a ``Horovod``, and every replica or slot count is None (unset) or a whole number >= 1."""
+    if config.launcher.replicas is None and config.num_launcher_replicas is None:
+        config.launcher.replicas = 1
+    if not isinstance(config.horovod, Horovod):
+        raise HorovodConfigError(f"{type(config).__name__}.horovod must be a Horovod(...) settings object, got "
+                                 f"{type(config.horovod).__name__}")
+    for name, value in {"worker.replicas": config.worker.replicas, "num_workers": config.num_workers,
+                        "launcher.replicas": config.launcher.replicas, "slots": config.slots, **counts}.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise HorovodConfigError(f"{name}={value!r}: must be a whole number, at least 1")
 
 
 @dataclass
@@ -42,14 +50,7 @@ class MPIJob(kfmpi.MPIJob):
     horovod: Horovod = field(default_factory=Horovod)
 
     def __post_init__(self):
-        if self.launcher.replicas is None and self.num_launcher_replicas is None:
-            self.launcher.replicas = 1
-        if not isinstance(self.horovod, Horovod):
-            raise HorovodConfigError(f"MPIJob.horovod must be a Horovod(...) settings object, got "
-                                     f"{type(self.horovod).__name__}")
-        for name, value in (("worker.replicas", self.worker.replicas), ("num_workers", self.num_workers),
-                            ("launcher.replicas", self.launcher.replicas), ("slots", self.slots)):
-            check_whole(name, value)
+        check_job(self, {})
 
     @property
     def num_ranks(self) -> int:
