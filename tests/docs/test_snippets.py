@@ -225,3 +225,13 @@ def test_commands_refer_to_what_exists(doc: Doc, block: Block):
         check = COMMAND_CHECKS.get(os.path.basename(words[0]))
         if check is not None:
             check(words)
+
+
+def test_make_targets_named_inline_exist():
+    named = {(span.where, span.text) for doc in DOCS for span in doc.spans if re.fullmatch(r"make [\w -]+", span.text)}
+    assert len(named) >= 3, named  # README names make run-mpi and make bench; testing.md make test-fast
+    for where, text in sorted(named):
+        try:
+            _check_make(text.split())
+        except AssertionError as exc:
+            pytest.fail(f"{where}: `{text}`: {exc}")
