@@ -50,6 +50,21 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 java_ok || { say "no usable Java after install"; exit 1; }
+# For the multi-host tests only (tests/multihost: network namespaces, sshd in each worker host): installed as root
+# on Debian like the packages above; elsewhere only reported, since those tests then skip and say why.
+optional=()
+[ -x /usr/sbin/sshd ] || command -v sshd >/dev/null 2>&1 || optional+=(openssh-server)
+[ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || command -v ip >/dev/null 2>&1 || optional+=(iproute2)
+if [ ${#optional[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing system packages for the multi-host tests: ${optional[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${optional[@]}" >/dev/null
+    else
+        say "the multi-host tests need: ${optional[*]} (Debian/Ubuntu: sudo apt-get install ${optional[*]}); they skip without"
+    fi
+fi
 if [ "$WITH_MPI" = auto ]; then
     if command -v mpicc >/dev/null 2>&1; then WITH_MPI=1; else WITH_MPI=0; fi
 fi
