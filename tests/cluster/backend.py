@@ -24,7 +24,7 @@ import tarfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from flyteidl.admin import launch_plan_pb2, task_pb2, workflow_pb2
 from flyteidl.core import literals_pb2, tasks_pb2
@@ -198,11 +198,14 @@ def value(literal: literals_pb2.Literal) -> Any:
     return getattr(primitive, primitive.WhichOneof("value"))
 
 
-def run_pod_command(args: List[str], env: Dict[str, str], timeout: float) -> Ran:
-    """``run_command`` for a pod's command; on a timeout, stop what it started and fail with a clear message."""
+def run_pod_command(args: List[str], env: Dict[str, str], timeout: float, on: Sequence[str] = ()) -> Ran:
+    """``run_command`` for a pod's command; on a timeout, stop what it started and fail with a clear message.
+
+    ``on``: a command prefix that runs it elsewhere than here (e.g. in another network namespace).
+    """
     token = f"CLUSTER_TEST_POD_{uuid.uuid4().hex}"
     try:
-        return run_command(args, env={**env, token: "1"}, timeout=timeout)
+        return run_command([*on, *args], env={**env, token: "1"}, timeout=timeout)
     except subprocess.TimeoutExpired:
         for pid in _leftovers(token):  # only processes of this run carry the token
             try:
@@ -238,28 +241,36 @@ def expand_k8s(arg: str, env: Dict[str, str]) -> str:
 
 # ---------------------------------------------------------------- the MPI operator's launcher
 def mpi_launcher(template: tasks_pb2.TaskTemplate, attempt: Attempt, workdir: Path,
-                 extra_env: Optional[Dict[str, str]] = None) -> Ran:
-    """Run the launcher container's command on localhost: ranks on a hostfile ``localhost slots=<ranks>``.
+                 extra_env: Optional[Dict[str, str]] = None, workers: Optional[Sequence[str]] = None,
+                 on: Sequence[str] = (), timeout: float = 180) -> Ran:
+    """Run the launcher container's command: by default on localhost, ranks on a hostfile ``localhost slots=<ranks>``.
 
-    The operator's hostfile lists each worker pod with ``slots=<slots per worker>``; here all ranks share this host.
+    The operator's hostfile lists each worker pod with ``slots=<slots per worker>``: pass the worker hosts as
+    ``workers`` (and ``on``, the prefix that runs the launcher in its own host) to run the ranks there.
     """
     spec = custom(template)
-    ranks = int(spec["workerReplicas"]["replicas"]) * int(spec.get("slots", 1))
+    slots = int(spec.get("slots", 1))
     hostfile = workdir / "hostfile"
-    hostfile.write_text(f"localhost slots={ranks}\n")
+    if workers is None:
+        hostfile.write_text(f"localhost slots={int(spec['workerReplicas']['replicas']) * slots}\n")
+    else:
+        hostfile.write_text("".join(f"{worker} slots={slots}\n" for worker in workers))
     container_env = {**attempt.env(template), "OMPI_MCA_orte_default_hostfile": str(hostfile)}
     args = [expand_k8s(a, container_env) for a in attempt.render(list(template.container.args))]
     assert list(template.container.command) == [], "the image's entrypoint must run the args (pass-through)"
     ran = run_pod_command(["bash", str(ENTRYPOINT_SH), *args], env={**container_env, **(extra_env or {})},
-                          timeout=180)
+                          timeout=timeout, on=on)
     ran.command = args  # what the launcher container ran, after propeller's and the kubelet's substitutions
     return ran
 
 
 # ---------------------------------------------------------------- the Spark operator's driver
 def spark_driver(template: tasks_pb2.TaskTemplate, attempt: Attempt, workdir: Path, master: str = "local[2]",
-                 extra_env: Optional[Dict[str, str]] = None) -> Ran:
-    """Start the Spark driver as the driver pod does, with ``--master local[2]`` instead of ``k8s://``."""
+                 extra_env: Optional[Dict[str, str]] = None, on: Sequence[str] = (), timeout: float = 180) -> Ran:
+    """Start the Spark driver as the driver pod does, with ``--master local[2]`` instead of ``k8s://``.
+
+    ``extra_env`` may set ``SPARK_DRIVER_BIND_ADDRESS`` (the driver pod's IP) and ``on`` run it in another host.
+    """
     import pyspark
 
     job = custom(template)
@@ -279,7 +290,7 @@ def spark_driver(template: tasks_pb2.TaskTemplate, attempt: Attempt, workdir: Pa
     }
     command = ["bash", str(ENTRYPOINT_SH), "driver", "--master", master, "--properties-file", str(properties),
                job["mainApplicationFile"], *args]
-    ran = run_pod_command(command, env=env, timeout=180)
+    ran = run_pod_command(command, env=env, timeout=timeout, on=on)
     ran.command = command[2:]  # after the entrypoint script: driver --master ... <application> <args>
     return ran
 
