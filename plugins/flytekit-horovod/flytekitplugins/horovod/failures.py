@@ -43,16 +43,21 @@ ECHO_MARKERS = (
 class RankFailedError(RuntimeError):
     """The task body raised in a Horovod rank; the message names the rank, its host and carries its traceback."""
 
-    def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None):
+    def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None,
+                 timestamp: Optional[float] = None):
         super().__init__(message)
-        self.rank, self.host = rank, host
+        self.rank, self.host, self.timestamp = rank, host, timestamp
 
 
 class RankLostError(FlyteRecoverableException):
-    """A Horovod rank was lost (killed, crashed, host or network gone, never met its peers): Flyte may retry."""
+    """A Horovod rank was lost (killed, crashed, host or network gone, never met its peers): Flyte may retry.
 
-    def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None):
-        super().__init__(message)
+    Its timestamp is when the rank failed, so Flyte's "earliest error" strategy for distributed tasks (flyte RFC
+    5598) picks it over the echoes of other ranks."""
+
+    def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None,
+                 timestamp: Optional[float] = None):
+        super().__init__(message, timestamp=timestamp)
         self.rank, self.host = rank, host
 
     def __str__(self) -> str:  # FlyteException's str() wraps the message as "error=..."; keep it readable
@@ -157,7 +162,8 @@ class RankFailures:
             after += "; no rank reported a cause of its own: a rank may have been killed or its host lost"
         message = f"{first.headline()}{after}:\n{first.text.rstrip()}"
         recoverable = first.kind in RECOVERABLE or first.kind == ECHO
-        return (RankLostError if recoverable else RankFailedError)(message, rank=first.rank, host=first.host)
+        error = RankLostError if recoverable else RankFailedError
+        return error(message, rank=first.rank, host=first.host, timestamp=first.time)
 
     def clear(self) -> None:
         if self.fs.exists(self.root):
