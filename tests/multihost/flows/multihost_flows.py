@@ -1,0 +1,123 @@
+"""Tasks for the multi-host tests: serialized with ``pyflyte package``, run by the registered commands across hosts.
+
+Every rank allreduces a large tensor (so its bytes show on the hosts' interfaces) and writes ``rank-<r>.json`` into
+``marker_dir`` (the shared folder standing in for the blob store) with what it saw: its world, its host name and
+the addresses it was told to use.
+"""
+
+import json
+import os
+import socket
+import time
+import typing
+
+import psutil
+from flytekit import task
+
+from flytekitplugins.horovod import Horovod, HorovodRunner, HorovodSpark, MPIJob, Worker, spark_run
+
+IMPORTED = time.time()  # when a rank's Python got to import this module (how late it started)
+PAYLOAD = 1 << 21  # float32 values per allreduce: 8 MiB, about that many bytes leave each of two hosts
+STEP_PAYLOAD = 1 << 16  # per training step: 256 KiB
+
+World = typing.NamedTuple("World", [("total", float), ("size", int), ("hosts", typing.List[str])])
+
+
+def _mark(marker_dir: str, rank: int, **seen) -> None:
+    os.makedirs(marker_dir, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "OMPI_COMM_WORLD_", "FLYTE_INTERNAL_"))}
+    with open(os.path.join(marker_dir, f"rank-{rank}.json"), "w") as f:
+        json.dump({"rank": rank, "pid": os.getpid(), "hostname": socket.gethostname(), "imported": IMPORTED,
+                   "started": psutil.Process().create_time(), "env": env, **seen}, f)
+
+
+def allreduce(marker_dir: str) -> typing.Tuple[float, int, typing.List[str]]:
+    """One rank: allreduce ``rank + 1`` over PAYLOAD values; every value must be the sum over the ranks."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    rank, size = hvd.rank(), hvd.size()
+    summed = hvd.allreduce(tf.fill([PAYLOAD], float(rank + 1)), op=hvd.Sum)
+    low, high = float(tf.reduce_min(summed)), float(tf.reduce_max(summed))
+    if low != high or low != size * (size + 1) / 2:
+        raise ValueError(f"rank {rank}: allreduce gave values in [{low}, {high}], expected {size * (size + 1) / 2}")
+    hosts = [h.decode() for h in hvd.allgather_object(socket.gethostname().encode())]
+    _mark(marker_dir, rank, size=size, local_size=hvd.local_size(), total=low, hosts=hosts)
+    return low, size, hosts
+
+
+def train(marker_dir: str, steps: int) -> int:
+    """A training loop's traffic: ``steps`` allreduces of STEP_PAYLOAD values, about 10 a second."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    rank = hvd.rank()
+    for step in range(1, steps + 1):
+        hvd.allreduce(tf.fill([STEP_PAYLOAD], 1.0), op=hvd.Sum, name="gradient")
+        if step == 1:
+            _mark(marker_dir, rank, size=hvd.size(), step=step)
+        if step % 50 == 0:
+            print(f"rank {rank} on {socket.gethostname()}: step {step}/{steps}", flush=True)
+        time.sleep(0.1)
+    return steps
+
+
+def _world(marker_dir: str) -> World:
+    return World(*allreduce(marker_dir))
+
+
+# ---------------------------------------------------------------- MPI route: 2 worker hosts x 1 or 2 slots
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
+def mpi_2x1(marker_dir: str) -> World:
+    return _world(marker_dir)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="gloo")))
+def gloo_2x1(marker_dir: str) -> World:
+    return _world(marker_dir)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), slots=2, horovod=Horovod(controller="mpi")))
+def mpi_2x2(marker_dir: str) -> World:
+    return _world(marker_dir)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), slots=2, horovod=Horovod(controller="gloo")))
+def gloo_2x2(marker_dir: str) -> World:
+    return _world(marker_dir)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
+def mpi_train(marker_dir: str, steps: int) -> int:
+    return train(marker_dir, steps)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="gloo")))
+def gloo_train(marker_dir: str, steps: int) -> int:
+    return train(marker_dir, steps)
+
+
+# ---------------------------------------------------------------- Spark route: one rank per Spark worker
+SparkWorlds = typing.NamedTuple("SparkWorlds", [("run_api", typing.List[float]), ("runner", float),
+                                                ("master", str)])
+
+
+@task(task_config=HorovodSpark(num_proc=2))
+def spark_worlds(marker_dir: str) -> SparkWorlds:
+    """The Run API (every rank's result) and ``HorovodRunner(np=2)`` in one Spark-route task."""
+    import flytekit
+
+    run_api = spark_run(allreduce, {"marker_dir": os.path.join(marker_dir, "run-api")}, all_ranks=True)
+    runner = HorovodRunner(np=2).run(allreduce, marker_dir=os.path.join(marker_dir, "runner"))
+    master = flytekit.current_context().spark_session.sparkContext.master
+    return SparkWorlds([total for total, _, _ in run_api], runner[0], master)
+
+
+@task(task_config=HorovodSpark(num_proc=2))
+def spark_allreduce(marker_dir: str) -> typing.List[float]:
+    return [total for total, _, _ in spark_run(allreduce, {"marker_dir": marker_dir}, all_ranks=True)]
+
+
+@task(task_config=HorovodSpark(num_proc=2))
+def spark_train(marker_dir: str, steps: int) -> int:
+    return spark_run(train, {"marker_dir": marker_dir, "steps": steps})

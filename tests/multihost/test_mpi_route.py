@@ -1,0 +1,68 @@
+"""The MPI route across hosts, as the Kubeflow MPI operator runs it.
+
+The launcher command ``pyflyte package`` serialised for an ``MPIJob`` task (``mpirun`` for controller mpi,
+``horovodrun --gloo`` for controller gloo) runs in host a with the operator's hostfile of hosts b and c and its
+``OMPI_MCA_plm_rsh_agent``; the ranks run ``pyflyte-execute`` in b and c, started over ssh (mpirun through the
+agent, horovodrun with its own ssh, as with MPI Operator v2). No Horovod interface or address is set by hand.
+"""
+
+import os
+
+import pytest
+
+from tests.cluster.backend import Attempt, mpi_launcher, observed_env, value, writes
+from tests.multihost.checks import assert_ranks_across_hosts, rank_markers
+from tests.multihost.conftest import FLOWS, pod_env, worker_pods
+from tests.multihost.flows.multihost_flows import PAYLOAD
+from tests.multihost.observe import Observer
+
+pytestmark = [pytest.mark.multihost, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("task, launcher, controller, slots", [
+    ("mpi_2x1", "mpirun", "mpi", 1),
+    ("gloo_2x1", "horovodrun", "gloo", 1),
+    ("mpi_2x2", "mpirun", "mpi", 2),
+    ("gloo_2x2", "horovodrun", "gloo", 2),
+])
+def test_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registration, agent, tmp_path, task, launcher,
+                                                              controller, slots):
+    template = registration.task(f"{FLOWS}.{task}")
+    assert template.container.args[0] == launcher
+    a, b, c = network["a"], network["b"], network["c"]
+    attempt = Attempt(tmp_path / "attempt")
+    markers, log = tmp_path / "markers", tmp_path / "writes.log"
+    attempt.write_inputs(template, {"marker_dir": str(markers)})
+    observed = observed_env(log)
+    env = pod_env(template, attempt, observed)
+    assert not any(k.startswith("HOROVOD_GLOO_") for k in {**os.environ, **env}), "no hand-set Gloo interface"
+
+    with worker_pods(network, {"b": env, "c": env}, tmp_path), Observer(network.hosts) as seen:
+        ran = mpi_launcher(template, attempt, tmp_path, extra_env={**observed, "OMPI_MCA_plm_rsh_agent": str(agent)},
+                           workers=[b.name, c.name], on=a.command([]))
+    assert ran.returncode == 0, ran.output[-5000:]
+    assert (tmp_path / "hostfile").read_text() == f"{b.name} slots={slots}\n{c.name} slots={slots}\n"
+
+    ranks = 2 * slots
+    (hosts,) = assert_ranks_across_hosts(seen, network, ranks, ["b", "c"], rendezvous="a", controller=controller,
+                                         payload_bytes=PAYLOAD * 4, slots={"b": slots, "c": slots})
+    (job,) = seen.jobs().values()
+    for rank, seen_rank in job.ranks.items():
+        assert any("pyflyte-execute" in s.cmdline for s in seen_rank), (rank, [s.cmdline for s in seen_rank])
+
+    # every rank ran the body in its host and saw the same world
+    marks = rank_markers(markers)
+    assert sorted(marks) == list(range(ranks))
+    for rank, mark in marks.items():
+        assert mark["hostname"] == network[hosts[rank]].name
+        assert mark["size"] == ranks and mark["local_size"] == slots and mark["total"] == ranks * (ranks + 1) / 2
+        assert mark["env"]["FLYTE_INTERNAL_EXECUTION_ID"] == attempt.execution_id
+
+    # outputs.pb: written once, by rank 0, in its host; no error document
+    outputs = {k: value(v) for k, v in attempt.outputs().items()}
+    assert outputs == {"total": ranks * (ranks + 1) / 2, "size": ranks,
+                       "hosts": [network[hosts[r]].name for r in range(ranks)]}
+    assert sorted(os.listdir(attempt.output_prefix)) == ["outputs.pb"]
+    opened = [(w["path"], w["pid"]) for w in writes(log, attempt.output_prefix) if w["event"] == "open"]
+    assert opened == [(str(attempt.output_prefix / "outputs.pb"), marks[0]["pid"])], opened
+
