@@ -26,6 +26,7 @@ _DATE_RE = r"^\d{4}-\d{2}-\d{2}$"
 _WEEK_RE = r"^(\d{4}-\d{2}-\d{2}) - (\d{4}-\d{2}-\d{2})$"
 _INT_RE = r"^[+-]?\d+(\.0*)?$"
 _EXAMPLES = 3
+_CHUNK = 1 << 24  # bytes read at a time by the UTF-8 check
 
 
 class RossmannDataError(ValueError):
@@ -61,8 +62,8 @@ class RawData:
 def load(spark: SparkSession, data_dir: str) -> RawData:
     """Read the seven CSV files from `data_dir`, check them, and return them typed.
 
-    Raises RossmannDataError for a missing file, a missing or misspelt column, an empty table, an
-    unparsable or missing value, a value outside its allowed set or bounds (e.g. negative sales), a
+    Raises RossmannDataError for a missing file, bytes that are not UTF-8 text, a missing or misspelt
+    column, an empty table, an unparsable or missing value, a value outside its allowed set or bounds (e.g. negative sales), a
     duplicated key (e.g. Store and Date in train.csv), or train/test stores absent from store.csv or
     store_states.csv.
     """
@@ -91,9 +92,48 @@ def _read_header(path: str) -> list[str]:
         return [h.strip() for h in next(csv.reader(f), [])]
 
 
+def _check_utf8(path: str) -> None:
+    """Raise a RossmannDataError naming the line, column and byte of the first bytes that are not UTF-8."""
+    line, rest = 1, b""
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(_CHUNK)
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)  # decode whole lines only
+            part, rest = data[:cut], data[cut:]
+            try:
+                part.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise _not_utf8(path, part, err, line + part.count(b"\n", 0, err.start)) from None
+            line += part.count(b"\n")
+            if not chunk:
+                return
+
+
+def _not_utf8(path: str, data: bytes, err: UnicodeDecodeError, line: int) -> RossmannDataError:
+    start = data.rfind(b"\n", 0, err.start) + 1
+    end = data.find(b"\n", err.start)
+    raw = data[start:end if end >= 0 else len(data)].rstrip(b"\r")
+    text = raw.decode("utf-8", errors="replace")
+    column = None
+    if line > 1:
+        try:
+            cells = next(csv.reader([text]), [])
+        except csv.Error:  # e.g. a carriage return in the middle of the line: name no column
+            cells = []
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            header = [h.strip() for h in next(csv.reader(f), [])]
+        column = next((header[i] for i, cell in enumerate(cells) if "\ufffd" in cell and i < len(header)), None)
+    what = "the header line" if line == 1 else f"line {line}"
+    return RossmannDataError(path, column, f"not UTF-8 text: byte {data[err.start]:#04x} at {what}, byte "
+                                           f"{err.start - start + 1} ({err.reason}): {raw[:200]!r}; save the file "
+                                           "as UTF-8")
+
+
 def _check_header(table: Table, path: str) -> None:
     if not os.path.isfile(path):
         raise RossmannDataError(path, None, f"missing file (expected {table.file} in {os.path.dirname(path)})")
+    _check_utf8(path)
     header = _read_header(path)
     if not header:
         raise RossmannDataError(path, None, "empty file: no header line")
@@ -189,7 +229,7 @@ def _read_table(spark: SparkSession, table: Table, path: str) -> tuple[DataFrame
 
 def _locate(path: str, column: str, value: str) -> str:
     """'at line N: <raw line>' for the first data line whose `column` holds `value` (error path only)."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:  # never fail while reporting
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader)]
         idx = header.index(column)

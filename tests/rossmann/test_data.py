@@ -90,6 +90,48 @@ def test_duplicated_train_row(spark, data_dir):
     assert (err.value.path, err.value.column) == (path, "Store,Date")
 
 
+def _break_field(path: str, line: int, field: int, byte: bytes) -> None:
+    """Append `byte` to field `field` (0-based, before any quoted field) of line `line` (1-based)."""
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    cells = lines[line - 1].split(b",")
+    cells[field] += byte
+    lines[line - 1] = b",".join(cells)
+    with open(path, "wb") as f:
+        f.write(b"\n".join(lines))
+
+
+def test_latin1_byte_names_file_line_and_column(spark, data_dir):
+    path = os.path.join(data_dir, "store.csv")
+    _break_field(path, 3, 1, "\u00e4".encode("latin-1"))  # the second store's StoreType gets a Latin-1 a-umlaut
+    with pytest.raises(RossmannDataError) as err:
+        load(spark, data_dir)
+    assert (err.value.path, err.value.column) == (path, "StoreType")
+    assert "not UTF-8 text: byte 0xe4 at line 3" in str(err.value)
+
+
+def test_bad_byte_on_line_2001_is_reported_with_a_bad_value_before_it(spark, small_data, tmp_path):
+    """A negative sale on line 9 and a bad byte on line 2001: every file is checked as text before any value
+    (the byte is reported), and building the message crashes on neither."""
+    data_dir = str(tmp_path / "data")
+    shutil.copytree(small_data.out_dir, data_dir)
+    path = _edit(data_dir, "train.csv", lambda f: f.loc.__setitem__((7, "Sales"), "-250"))
+    _break_field(path, 2001, 0, b"\xff")
+    with pytest.raises(RossmannDataError, match=r"not UTF-8 text: byte 0xff at line 2001, byte \d+ "
+                                                r"\(invalid start byte\)") as err:
+        load(spark, data_dir)
+    assert (err.value.path, err.value.column) == (path, "Store")
+
+
+def test_binary_garbage(spark, data_dir):
+    path = os.path.join(data_dir, "weather.csv")
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40)  # an image where the weather should be
+    with pytest.raises(RossmannDataError, match=r"weather\.csv: not UTF-8 text: byte 0x89 at the header line") as err:
+        load(spark, data_dir)
+    assert err.value.path == path
+
+
 def test_prepare_leaves_nothing_behind_when_it_fails(spark, tiny_raw, tmp_path, monkeypatch):
     out = tmp_path / "prepared"
     # Fails before writing: too few rows for that many row groups.
