@@ -93,7 +93,15 @@ def test_spark_route_task_starting_10s_late_still_joins(network, registration, s
     _assert_c_started_late(network, markers, "started")  # its Spark task (Python worker) started late
 
 
-@pytest.mark.parametrize("route", ["mpi_train", "gloo_train", "spark_train"])
+# Open defect (issue 11): on the MPI route nothing notices a lost host within 60 s. Seen on every run here: with
+# mpirun the task is still running 75 s after the cut; with horovodrun --gloo it fails after Gloo's timeout, later
+# than 60 s, blaming rank 0 on host b. strict: the day it passes, the marker must go.
+_LOST_HOST_UNDETECTED = pytest.mark.xfail(strict=True, reason="issue 11: the MPI route does not detect a lost host "
+                                                              "within 60 s (no liveness check between ranks yet)")
+
+
+@pytest.mark.parametrize("route", [pytest.param("mpi_train", marks=_LOST_HOST_UNDETECTED),
+                                   pytest.param("gloo_train", marks=_LOST_HOST_UNDETECTED), "spark_train"])
 def test_a_host_losing_its_link_fails_the_task_within_60s_naming_rank_and_host(network, registration, agent,
                                                                                request, tmp_path, route):
     template = registration.task(f"{FLOWS}.{route}")
