@@ -25,9 +25,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from rossmann.data import RawData
-from rossmann.dates import validation_window
-from rossmann.features import (CATEGORICAL_COLS, CONTINUOUS_COLS, EVENT_COLS, LABEL_COL, _replace_dir,
-                               _row_groups, _vocab_key, _write_metadata, add_competition_features,
+from rossmann.dates import backtest_window
+from rossmann.features import (BACKTEST, CATEGORICAL_COLS, CONTINUOUS_COLS, COUNTER_HORIZON, EVENT_COLS, LABEL_COL,
+                               _replace_dir, _row_groups, _vocab_key, _write_metadata, add_competition_features,
                                add_date_parts, add_promo2_features, join_sources)
 
 
@@ -35,8 +35,9 @@ def _is_event(value) -> bool:
     return value is not None and str(value) != "0"
 
 
-def add_elapsed(df: DataFrame, cols: list[str]) -> DataFrame:
-    """The reference's add_elapsed: Python passes over rows sorted by Store and Date."""
+def add_elapsed(df: DataFrame, cols: list[str], horizon: int = COUNTER_HORIZON) -> DataFrame:
+    """The reference's add_elapsed: Python passes over rows sorted by Store and Date (counting our way: at
+    most `horizon` days, and `horizon` before a store's first event or after its last)."""
 
     def add_elapsed_column(col, asc):
         def fn(rows):
@@ -44,11 +45,12 @@ def add_elapsed(df: DataFrame, cols: list[str]) -> DataFrame:
             for r in rows:
                 if last_store != r.Store:
                     last_store = r.Store
-                    last_date = r.Date
+                    last_date = None
                 if _is_event(r[col]):
                     last_date = r.Date
                 fields = r.asDict().copy()
-                fields[("After" if asc else "Before") + col] = abs((r.Date - last_date).days)
+                days = horizon if last_date is None else min(horizon, abs((r.Date - last_date).days))
+                fields[("After" if asc else "Before") + col] = days
                 yield Row(**fields)
 
         return fn
@@ -96,7 +98,7 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, min_row_groups: int
     """Our ``rossmann.features.prepare`` outputs (same splits, columns and files), the reference's way."""
     out_dir = os.path.abspath(out_dir)
     test_start, test_end = raw.test.agg(F.min("Date"), F.max("Date")).first()
-    val_start, val_end = validation_window(test_start, test_end)
+    val_start, val_end = backtest_window(raw.train.agg(F.max("Date")).first()[0], (test_start, test_end))
     both = (raw.train.withColumn("_test", F.lit(False))
             .unionByName(raw.test.withColumn("_test", F.lit(True)), allowMissingColumns=True))
     joined = add_promo2_features(add_competition_features(add_date_parts(join_sources(both, raw))))
@@ -104,11 +106,17 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, min_row_groups: int
     elapsed = add_elapsed(df.select("Date", "Store", *EVENT_COLS), EVENT_COLS)
     counters = [prefix + col for prefix in ("Before", "After") for col in EVENT_COLS]
     df = df.join(elapsed.select("Date", "Store", *counters), ["Date", "Store"])
+    befores = ["Before" + col for col in EVENT_COLS]  # the backtest's, as if the data ended with train.csv
+    seen = add_elapsed(joined.filter(~F.col("_test")).select("Date", "Store", *EVENT_COLS), EVENT_COLS)
+    df = df.join(seen.select("Date", "Store", *[F.col(b).alias(BACKTEST + b) for b in befores]), ["Date", "Store"],
+                 "left")
     keep = F.col("_test") | ((F.col("Open") == 1) & (F.col("Sales") > 0))
     split = (F.when(F.col("_test"), "test")
              .when(F.col("Date").between(F.lit(val_start), F.lit(val_end)), "val").otherwise("train"))
-    df = (df.filter(keep).withColumn("_split", split)
-          .select("_split", "Date", "Sales", "Id", "Open", *CATEGORICAL_COLS, *CONTINUOUS_COLS)
+    df = df.filter(keep).withColumn("_split", split)
+    for before in befores:
+        df = df.withColumn(before, F.when(F.col("_split") == "val", F.col(BACKTEST + before)).otherwise(F.col(before)))
+    df = (df.select("_split", "Date", "Sales", "Id", "Open", *CATEGORICAL_COLS, *CONTINUOUS_COLS)
           .persist(StorageLevel.MEMORY_AND_DISK_DESER))
     counts = {r["_split"]: r["count"] for r in df.groupBy("_split").count().collect()}
     vocab = build_vocabulary(df, CATEGORICAL_COLS)
@@ -126,7 +134,7 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, min_row_groups: int
     metadata = {"categorical_cols": CATEGORICAL_COLS, "continuous_cols": CONTINUOUS_COLS, "vocab": vocab,
                 "embedding_sizes": {c: len(v) + 1 for c, v in vocab.items()}, "max_sales": float(max_sales),
                 "label_col": LABEL_COL, "rows": {s: counts[s] for s in columns},
-                "validation_window": [val_start.isoformat(), val_end.isoformat()],
+                "backtest_window": [val_start.isoformat(), val_end.isoformat()],
                 "test_window": [test_start.isoformat(), test_end.isoformat()]}
     tmp = os.path.join(os.path.dirname(out_dir), f".{os.path.basename(out_dir)}.tmp-{uuid.uuid4().hex[:8]}")
     try:

@@ -1,18 +1,11 @@
-"""Calendar helpers shared by the synthetic generator and the feature pipeline."""
+"""Calendar helpers of the feature pipeline."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 
-def one_year_earlier(day: dt.date) -> dt.date:
-    """The same calendar day one year earlier (29 February becomes 28 February)."""
-    try:
-        return day.replace(year=day.year - 1)
-    except ValueError:
-        return day.replace(year=day.year - 1, day=28)
-
-
-def validation_window(test_start: dt.date, test_end: dt.date) -> tuple[dt.date, dt.date]:
-    """The test period's calendar window one year earlier, both ends inclusive."""
-    return one_year_earlier(test_start), one_year_earlier(test_end)
+def backtest_window(train_end: dt.date, test_window: tuple[dt.date, dt.date]) -> tuple[dt.date, dt.date]:
+    """The last days of the training data, as many as the test period has, both ends inclusive."""
+    days = (test_window[1] - test_window[0]).days
+    return train_end - dt.timedelta(days=days), train_end

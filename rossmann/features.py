@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from rossmann.data import RawData, RossmannDataError
-from rossmann.dates import validation_window
+from rossmann.dates import backtest_window
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,10 @@ LABEL_COL = "Sales_log"
 NO_COMPETITION_DISTANCE = 100_000.0  # metres; stands for "no competitor nearby" (the real maximum is 75,860)
 MAX_COMPETITION_MONTHS = 24
 MAX_PROMO2_WEEKS = 25
+# Event counters are clamped to this many days: beyond it the days to the next (or since the last) promo or
+# holiday do not matter to sales, and near the ends of the data the next event is unknown (see add_event_counters).
+COUNTER_HORIZON = 3
+BACKTEST = "Backtest"  # prefix of the event counters computed as if the data ended on train.csv's last day
 WEATHER_COLS = [
     "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity", "Mean_Humidity", "Min_Humidity",
     "Max_Wind_SpeedKm_h", "Mean_Wind_SpeedKm_h", "CloudCover", "Events",
@@ -115,28 +119,42 @@ def add_promo2_features(df: DataFrame) -> DataFrame:
     return df.withColumn("Promo2Weeks", F.floor(days / 7).cast("int"))
 
 
-def add_event_counters(df: DataFrame, cols: list[str] = EVENT_COLS) -> DataFrame:
-    """After<col>: days since the store's latest event on or before Date (since its first row if none);
-    Before<col>: days until its next event on or after Date (until its last row if none). An event is any
-    value but 0, false or null. The reference's Before is the same number negated.
+def add_event_counters(df: DataFrame, cols: list[str] = EVENT_COLS, horizon: int = COUNTER_HORIZON,
+                       hidden_from_backtest: Column | None = None) -> DataFrame:
+    """After<col>: days since the store's latest event on or before Date; Before<col>: days until its next
+    event on or after Date; both clamped to `horizon`, and `horizon` when the data holds no such event. An
+    event is any value but 0, false or null.
+
+    So a counter means the same at the ends of the data, where the next (or last) event is unknown, as
+    anywhere else: "no event within `horizon` days that the data shows". (The reference example counts
+    until the store's last row instead, so near the end of the test period a Before counter looks like an
+    event coming soon, and predictions drift.) With `hidden_from_backtest` (a boolean column), also
+    Backtest<Before col>: Before<col> as if the rows where it is true did not exist, i.e. as if the data
+    ended before them.
 
     Window functions per Store with running frames only (a frame reaching to the end of the partition
     costs O(n^2) in Spark), so Before runs over Date descending. No Python code runs per row."""
     past = Window.partitionBy("Store").orderBy("Date").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     future = (Window.partitionBy("Store").orderBy(F.col("Date").desc())
               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    first, last = F.min("Date").over(past), F.max("Date").over(future)
+
+    def clamped(days: Column) -> Column:
+        return F.coalesce(F.least(days, F.lit(horizon)), F.lit(horizon))
+
     counters = []
     for col in cols:
         event_date = F.when(~F.col(col).cast("string").isin("0", "false"), F.col("Date"))
-        counters += [F.datediff("Date", F.coalesce(F.max(event_date).over(past), first)).alias(f"After{col}"),
-                     F.datediff(F.coalesce(F.min(event_date).over(future), last), "Date").alias(f"Before{col}")]
+        counters += [clamped(F.datediff("Date", F.max(event_date).over(past))).alias(f"After{col}"),
+                     clamped(F.datediff(F.min(event_date).over(future), "Date")).alias(f"Before{col}")]
+        if hidden_from_backtest is not None:
+            seen = F.min(F.when(~hidden_from_backtest, event_date)).over(future)
+            counters.append(clamped(F.datediff(seen, "Date")).alias(f"{BACKTEST}Before{col}"))
     return df.select("*", *counters)
 
 
-def features(df: DataFrame, raw: RawData) -> DataFrame:
+def features(df: DataFrame, raw: RawData, hidden_from_backtest: Column | None = None) -> DataFrame:
     """All feature steps on rows shaped like train.csv / test.csv (counters first, while rows are narrow)."""
-    df = add_event_counters(df)
+    df = add_event_counters(df, hidden_from_backtest=hidden_from_backtest)
     df = join_sources(df, raw)
     df = add_date_parts(df)
     df = add_competition_features(df)
@@ -194,7 +212,10 @@ SPLIT_COLUMNS = {
 def split_rows(raw: RawData, window: tuple[dt.date, dt.date], sample_rate: float = 1.0, seed: int = 0) -> DataFrame:
     """Featured rows of train.csv and test.csv together (the counters span both), with `_split`: test for
     test.csv rows, val for train.csv rows dated in `window`, else train. Train and val keep only open days
-    with Sales > 0, sampled at `sample_rate`; test rows are all kept."""
+    with Sales > 0, sampled at `sample_rate`; test rows are all kept.
+
+    The val rows are a backtest built like the test: `window` is the last days of train.csv, and their
+    features are computed as if the data ended on its last day (nothing from test.csv leaks into them)."""
     both = (raw.train.withColumn("_test", F.lit(False))
             .unionByName(raw.test.withColumn("_test", F.lit(True)), allowMissingColumns=True))
     keep = F.col("_test") | ((F.col("Open") == 1) & (F.col("Sales") > 0))
@@ -202,8 +223,11 @@ def split_rows(raw: RawData, window: tuple[dt.date, dt.date], sample_rate: float
         keep = keep & (F.col("_test") | (F.rand(seed) < sample_rate))
     split = (F.when(F.col("_test"), "test")
              .when(F.col("Date").between(F.lit(window[0]), F.lit(window[1])), "val").otherwise("train"))
-    return (features(both, raw).filter(keep).withColumn("_split", split)
-            .select("_split", "Date", "Sales", "Id", "Open", *CATEGORICAL_COLS, *CONTINUOUS_COLS))
+    df = features(both, raw, hidden_from_backtest=F.col("_test")).filter(keep).withColumn("_split", split)
+    for col in EVENT_COLS:
+        df = df.withColumn(f"Before{col}", F.when(F.col("_split") == "val", F.col(f"{BACKTEST}Before{col}"))
+                           .otherwise(F.col(f"Before{col}")))
+    return df.select("_split", "Date", "Sales", "Id", "Open", *CATEGORICAL_COLS, *CONTINUOUS_COLS)
 
 
 def finalize(df: DataFrame, vocab: dict[str, list[str]]) -> DataFrame:
@@ -219,16 +243,17 @@ def finalize(df: DataFrame, vocab: dict[str, list[str]]) -> DataFrame:
 def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float = 1.0, seed: int = 0,
             min_row_groups: int = 8) -> dict:
     """Write `out_dir`/train, val, test (Parquet, >= min_row_groups row groups each) and metadata.json,
-    and return the metadata. Validation is the test period's calendar window one year earlier;
-    `sample_rate` samples train and val, never test. Everything is written to a temporary folder next to
+    and return the metadata. The val split is the backtest: the last days of train.csv, as many as test.csv
+    spans, featured as if the data ended on train.csv's last day (see split_rows); the train split is every
+    train.csv day before it. `sample_rate` samples train and val, never test. Everything is written to a temporary folder next to
     `out_dir` and renamed at the end, so a failure leaves nothing behind."""
     started = time.time()
     out_dir = os.path.abspath(out_dir)
     _check_output_dir(out_dir)
     spark.sparkContext.setJobDescription(f"rossmann prepare {out_dir}")  # names its jobs in the Spark UI
     test_window = tuple(raw.test.agg(F.min("Date"), F.max("Date")).first())
-    val_window = validation_window(*test_window)
-    df = split_rows(raw, val_window, sample_rate, seed).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+    backtest = backtest_window(raw.train.agg(F.max("Date")).first()[0], test_window)
+    df = split_rows(raw, backtest, sample_rate, seed).persist(StorageLevel.MEMORY_AND_DISK_DESER)
     try:
         unmatched = ["trend", "trend_de", "Mean_TemperatureC"]  # left joins that found no row
         summary = df.groupBy("_split").agg(F.count(F.lit(1)).alias("rows"), F.max("Sales").alias("max"),
@@ -238,14 +263,18 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float 
         for col in unmatched:
             if sum(r[col] for r in summary):
                 log.warning("%d rows have no %s (filled with 0)", sum(r[col] for r in summary), col)
-        _check_counts(counts, raw, val_window, min_row_groups)
+        _check_counts(counts, raw, backtest, min_row_groups)
         vocab = build_vocab(df, CATEGORICAL_COLS)
+        trained = build_vocab(df.filter(F.col("_split") == "train"), CATEGORICAL_COLS)
         metadata = {
             "categorical_cols": CATEGORICAL_COLS, "continuous_cols": CONTINUOUS_COLS, "vocab": vocab,
             "embedding_sizes": {c: len(v) + 1 for c, v in vocab.items()},
+            # values the model never trains on (e.g. a store only in test.csv): their embeddings are set to the
+            # mean of the trained ones after training (rossmann.model.fill_untrained_embeddings)
+            "untrained": {c: [v for v in vocab[c] if v not in set(trained[c])] for c in CATEGORICAL_COLS},
             "max_sales": float(max(r["max"] for r in summary if r["_split"] != "test")),
             "label_col": LABEL_COL, "rows": {s: counts[s] for s in SPLIT_COLUMNS},
-            "validation_window": [d.isoformat() for d in val_window],
+            "backtest_window": [d.isoformat() for d in backtest],
             "test_window": [d.isoformat() for d in test_window],
         }
         _write(finalize(df, vocab), metadata, out_dir, min_row_groups)
@@ -284,8 +313,8 @@ def _check_output_dir(out_dir: str) -> None:
 def _check_counts(counts: dict[str, int], raw: RawData, window: tuple[dt.date, dt.date], min_rows: int) -> None:
     """Each dataset needs at least one row per row group (and so per reading rank)."""
     for name, file, what in (
-            ("train", "train.csv", "open-day rows with Sales > 0 outside the validation window"),
-            ("val", "train.csv", f"open-day rows with Sales > 0 in the validation window {window[0]}..{window[1]}"),
+            ("train", "train.csv", f"open-day rows with Sales > 0 before the backtest window {window[0]}..{window[1]}"),
+            ("val", "train.csv", f"open-day rows with Sales > 0 in the backtest window {window[0]}..{window[1]}"),
             ("test", "test.csv", "rows")):
         if counts.get(name, 0) < min_rows:
             raise RossmannDataError(os.path.join(raw.data_dir, file), "Date",

@@ -15,6 +15,7 @@ from rossmann.prepared import ContinuousStats, Metadata
 
 LOSS = "mae"
 L2 = 5e-5
+CLIP = 4.0  # standard deviations a continuous input may be from its training mean
 
 
 def build_model(
@@ -27,7 +28,7 @@ def build_model(
     """An uncompiled model with one (1,)-shaped Input per feature column, named after the column.
 
     Categorical inputs (int32 vocabulary indices, 0 = unknown) get embeddings; continuous inputs are
-    standardised with `stats` (train mean and variance); the output is a sigmoid scaled to
+    standardised with `stats` (train mean and variance) and clipped to +-CLIP; the output is a sigmoid scaled to
     1.2 * log(max_sales), i.e. log sales.
     """
     layers = tf.keras.layers
@@ -43,7 +44,13 @@ def build_model(
     ]
     x = layers.Concatenate(name="continuous")(list(values.values()))
     mean, variance = [stats[c][0] for c in continuous], [stats[c][1] for c in continuous]
-    parts.append(layers.Normalization(mean=mean, variance=variance, name="standardise")(x))
+    x = layers.Normalization(mean=mean, variance=variance, name="standardise")(x)
+    # clipped to [-CLIP, CLIP] standard deviations (shift, ReLU with a ceiling, shift back: built-in layers only), so
+    # a value far outside the training range (a store only in test.csv with no competitor, a record heat wave)
+    # cannot swing the prediction by extrapolating
+    x = layers.Rescaling(1.0, offset=CLIP, name="clip_shift")(x)
+    x = layers.ReLU(max_value=2 * CLIP, name="clip")(x)
+    parts.append(layers.Rescaling(1.0, offset=-CLIP, name="clip_unshift")(x))
     x = layers.Concatenate(name="features")(parts)
     for i, width in enumerate(hidden):
         regularizer = tf.keras.regularizers.l2(L2)
@@ -52,6 +59,26 @@ def build_model(
     x = layers.Dense(1, activation="sigmoid", name="sigmoid")(x)
     output = layers.Rescaling(1.2 * math.log(float(metadata["max_sales"])), name="Sales_log")(x)
     return tf.keras.Model([*indices.values(), *values.values()], output, name="rossmann")
+
+
+def fill_untrained_embeddings(model: tf.keras.Model, metadata: Metadata) -> dict[str, int]:
+    """Give every category value the training split never had (``metadata["untrained"]``, e.g. a store only in
+    test.csv) the mean embedding of the values it had, i.e. "an average store", instead of its random initial
+    one; return how many rows were set per column."""
+    filled = {}
+    for col, values in metadata.get("untrained", {}).items():
+        if not values:
+            continue
+        vocab = list(metadata["vocab"][col])
+        rows = sorted(vocab.index(v) + 1 for v in values)
+        layer = model.get_layer(f"emb_{col}")
+        weights = layer.get_weights()[0]
+        trained = [i for i in range(1, len(weights)) if i not in set(rows)]
+        if trained:
+            weights[rows] = weights[trained].mean(axis=0)
+            layer.set_weights([weights])
+            filled[col] = len(rows)
+    return filled
 
 
 def make_optimizer(learning_rate: float) -> tf.keras.optimizers.Optimizer:

@@ -11,7 +11,7 @@ import pandas as pd
 import tensorflow as tf
 
 from rossmann.metrics import CUSTOM_OBJECTS
-from rossmann.prepared import Metadata, feature_cols, model_inputs, read_split
+from rossmann.prepared import Metadata, feature_cols, load_metadata, model_inputs, read_split
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,11 @@ def predict_submission(model: tf.keras.Model, test: pd.DataFrame | str | os.Path
     log.info("predicted %d rows (%d closed)", len(pdf), int(closed.sum()))
     out = pd.DataFrame({"Id": pdf["Id"].to_numpy(np.int64), "Sales": sales})
     return out.sort_values("Id", kind="stable").reset_index(drop=True)
+
+
+def submission_from_dirs(prepared_dir: str | os.PathLike, model_dir: str | os.PathLike) -> pd.DataFrame:
+    """The submission of a training output directory's model for a prepared-data directory's test split."""
+    return predict_submission(load_model(model_dir), Path(prepared_dir) / "test", load_metadata(prepared_dir))
 
 
 def write_submission(df: pd.DataFrame, out_dir: str | os.PathLike) -> Path:

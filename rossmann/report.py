@@ -1,4 +1,5 @@
-"""Human-facing training report: curves as HTML (for a Flyte Deck) and RMSPE against the noise floor."""
+"""Human-facing training report: curves as HTML (for a Flyte Deck), and the backtest and test RMSPE next to
+the perfect model's (synthetic data, whose generator knows the signal and the true test sales)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from rossmann.synthetic import TEST_TRUTH
+
 SYNTHETIC_REPORT = "synthetic_report.json"  # written next to generated CSVs, carried into the prepared data
 
 
@@ -21,40 +24,63 @@ def save_synthetic_report(report: Any, data_dir: str | os.PathLike) -> Path:
     return path
 
 
-def carry_synthetic_report(data_dir: str | os.PathLike, prepared_dir: str | os.PathLike) -> None:
-    """Copy the generator's report (if the data is synthetic) into the prepared data directory."""
-    source = Path(data_dir) / SYNTHETIC_REPORT
-    if source.exists():
-        shutil.copy(source, Path(prepared_dir) / SYNTHETIC_REPORT)
+def carry_synthetic_files(data_dir: str | os.PathLike, prepared_dir: str | os.PathLike) -> None:
+    """Copy the generator's report and test truth (if the data is synthetic) into the prepared data directory."""
+    for name in (SYNTHETIC_REPORT, TEST_TRUTH):
+        source = Path(data_dir) / name
+        if source.exists():
+            shutil.copy(source, Path(prepared_dir) / name)
 
 
-def noise_floor(prepared_dir: str | os.PathLike) -> float | None:
-    """The best RMSPE any model can get on this data's validation window (synthetic data only)."""
-    path = Path(prepared_dir) / SYNTHETIC_REPORT
-    return json.loads(path.read_text())["noise_floor_rmspe"] if path.exists() else None
+def score_test(submission: Any, prepared_dir: str | os.PathLike) -> dict[str, float] | None:
+    """RMSPE of a submission (a DataFrame Id, Sales) on the test period's open days with sales, and the perfect
+    model's on the same rows; None when the true test sales are unknown (real data)."""
+    import pandas as pd
+
+    from rossmann.metrics import rmspe
+
+    path = Path(prepared_dir) / TEST_TRUTH
+    if not path.exists():
+        return None
+    truth = pd.read_csv(path)
+    rows = truth.merge(submission, on="Id", how="left", suffixes=("", "_predicted"))
+    rows = rows[rows["Sales"] > 0]
+    if rows["Sales_predicted"].isna().any():
+        raise ValueError(f"the submission lacks {int(rows['Sales_predicted'].isna().sum())} test Ids of {path}")
+    return {"test_rmspe": rmspe(rows["Sales"], rows["Sales_predicted"]),
+            "test_perfect_rmspe": rmspe(rows["Sales"], rows["PerfectSales"]), "test_rows_scored": len(rows)}
 
 
-def add_noise_floor(model_dir: str | os.PathLike, prepared_dir: str | os.PathLike) -> dict[str, Any]:
-    """Record the noise floor (and the validation RMSPE's ratio to it) in the model's metrics.json."""
+def add_scores(model_dir: str | os.PathLike, prepared_dir: str | os.PathLike,
+               test_scores: dict[str, float] | None) -> dict[str, Any]:
+    """Record in the model's metrics.json the perfect model's backtest RMSPE (synthetic data) and the test
+    scores, each with its ratio to the perfect model's; return the metrics."""
     path = Path(model_dir) / "metrics.json"
     metrics = json.loads(path.read_text())
-    floor = noise_floor(prepared_dir)
-    if floor is not None:
-        metrics["noise_floor_rmspe"] = floor
-        metrics["val_rmspe_over_noise_floor"] = metrics["val_rmspe"] / floor
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(metrics, indent=1))
-        os.replace(tmp, path)
+    synthetic = Path(prepared_dir) / SYNTHETIC_REPORT
+    if synthetic.exists():
+        metrics["backtest_perfect_rmspe"] = json.loads(synthetic.read_text())["backtest_noise_floor_rmspe"]
+        metrics["backtest_over_perfect"] = metrics["backtest_rmspe"] / metrics["backtest_perfect_rmspe"]
+    if test_scores:
+        metrics.update(test_scores)
+        metrics["test_over_perfect"] = metrics["test_rmspe"] / metrics["test_perfect_rmspe"]
+        metrics["backtest_over_test"] = metrics["backtest_rmspe"] / metrics["test_rmspe"]
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(metrics, indent=1))
+    os.replace(tmp, path)
     return metrics
 
 
 def summary(metrics: dict[str, Any]) -> str:
-    """One line: validation RMSPE, and the noise floor when known."""
-    line = f"validation RMSPE {metrics['val_rmspe']:.4f} after {metrics['epochs']} epochs on {metrics['ranks']} ranks"
-    if "noise_floor_rmspe" in metrics:
-        line += (f"; noise floor {metrics['noise_floor_rmspe']:.4f} "
-                 f"({metrics['val_rmspe_over_noise_floor']:.2f}x the best possible)")
-    return line
+    """One line: the backtest RMSPE, the test RMSPE when the truth is known, each next to the perfect model's."""
+    line = f"backtest RMSPE {metrics['backtest_rmspe']:.4f}"
+    if "backtest_perfect_rmspe" in metrics:
+        line += f" (perfect model {metrics['backtest_perfect_rmspe']:.4f}, {metrics['backtest_over_perfect']:.2f}x)"
+    if "test_rmspe" in metrics:
+        line += (f"; test RMSPE {metrics['test_rmspe']:.4f} (perfect model {metrics['test_perfect_rmspe']:.4f} on "
+                 f"the same {metrics['test_rows_scored']} rows, {metrics['test_over_perfect']:.2f}x)")
+    return (f"{line}; best of {metrics['epochs']} epochs: {metrics.get('best_epoch', metrics['epochs'])}, on "
+            f"{metrics['ranks']} ranks in {metrics['seconds']:.0f} s")
 
 
 def training_curves_html(history: dict[str, list[float]], metrics: dict[str, Any] | None = None) -> str:
@@ -69,9 +95,9 @@ def training_curves_html(history: dict[str, list[float]], metrics: dict[str, Any
         for prefix, style in (("", "-o"), ("val_", "--s")):
             values = history.get(prefix + name)
             if values:
-                ax.plot(range(1, len(values) + 1), values, style, label=(prefix or "train_").rstrip("_"))
-        if name == "exp_rmspe" and metrics and "noise_floor_rmspe" in metrics:
-            ax.axhline(metrics["noise_floor_rmspe"], color="grey", linestyle=":", label="noise floor")
+                ax.plot(range(1, len(values) + 1), values, style, label="backtest" if prefix else "train")
+        if name == "exp_rmspe" and metrics and "backtest_perfect_rmspe" in metrics:
+            ax.axhline(metrics["backtest_perfect_rmspe"], color="grey", linestyle=":", label="perfect model")
         ax.set_title(title)
         ax.set_xlabel("epoch")
         ax.legend()
@@ -81,7 +107,17 @@ def training_curves_html(history: dict[str, list[float]], metrics: dict[str, Any
     plt.close(fig)
     img = base64.b64encode(buf.getvalue()).decode()
     caption = summary(metrics) if metrics else ""
-    return f'<h3>Training curves</h3><p>{caption}</p><img src="data:image/png;base64,{img}"/>'
+    return (f'<h3>Training curves</h3><p>{caption}</p><img src="data:image/png;base64,{img}"/>'
+            f"<h3>Per epoch</h3>{_epoch_table(history)}")
+
+
+def _epoch_table(history: dict[str, list[float]]) -> str:
+    columns = [k for k in ("loss", "val_loss", "exp_rmspe", "val_exp_rmspe") if k in history]
+    names = {"loss": "loss", "val_loss": "backtest loss", "exp_rmspe": "train RMSPE", "val_exp_rmspe": "backtest RMSPE"}
+    head = "".join(f"<th>{names[c]}</th>" for c in columns)
+    rows = "".join(f"<tr><td>{i + 1}</td>" + "".join(f"<td>{history[c][i]:.4f}</td>" for c in columns) + "</tr>"
+                   for i in range(len(history.get("loss", []))))
+    return f"<table><tr><th>epoch</th>{head}</tr>{rows}</table>"
 
 
 def load_training_outputs(model_dir: str | os.PathLike) -> tuple[dict[str, list[float]], dict[str, Any]]:

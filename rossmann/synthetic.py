@@ -2,11 +2,14 @@
 
 Sales on an open day are `exp(log_signal) * exp(eps)`, eps ~ N(0, sigma^2), rounded to whole euros, where
 `log_signal` adds up: store level (+ store type and assortment), day of week (global + per store), promo
-(per-store lift), school holiday, the days just before and after a state holiday, open state holidays,
-seasonality and Christmas, a slow growth, competition (distance x months open), Promo2 months, weather
-(mean temperature and Events) and the state's Google trend. Every term is a function of the prepared
-features (but for the holiday counters next to a store's missing rows), so the noise floor reported is
-what a perfect model can reach.
+(per-store lift), school holiday and the first days after one (back to school), the days just before and
+after a state holiday, open state holidays, seasonality and Christmas, a slow growth, competition (distance x
+months open, some opening mid-series), Promo2 months, weather (mean temperature and Events) and the
+state's Google trend. Holidays are counted on a calendar that reaches past both ends of the data, so near
+the end of the test period sales rise before holidays the files do not show, as real sales do. The noise
+floors reported are what a perfect model, one that knows `log_signal`, reaches on the backtest window (the
+last `test_days` days of train.csv) and on the test period; `test_truth.csv` holds the test period's true
+sales and that perfect model's prediction per Id (the loader never reads it).
 
 Quirks of the real files are reproduced: StateHoliday mixes 0 and "0" (quoted) and a/b/c; a few stores
 lack CompetitionDistance; a sixth of the stores have no rows from 2014-07-01 to 2014-12-31 (as in the
@@ -28,7 +31,6 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from rossmann.dates import validation_window
 from rossmann.schema import GOOGLETREND, STATE_NAMES, STORE, STORE_STATES, TEST, TRAIN, WEATHER
 
 log = logging.getLogger(__name__)
@@ -48,15 +50,19 @@ PROMO_INTERVALS = {"Jan,Apr,Jul,Oct": (1, 4, 7, 10), "Feb,May,Aug,Nov": (2, 5, 8
 EVENT_EFFECTS = {"Fog": -0.02, "Rain": -0.04, "Snow": -0.10, "Thunderstorm": -0.03}
 DOW_EFFECT = np.array([0.18, 0.05, 0.0, 0.0, 0.05, -0.05, 0.20])  # Monday .. Sunday
 GAP = (dt.date(2014, 7, 1), dt.date(2014, 12, 31))  # rows missing for a sixth of the stores, as in the real data
+TEST_DAYS = 48  # the Kaggle test period's length: 2015-08-01..2015-09-17
+CALENDAR_MARGIN = 90  # days of holiday calendar before and after the data, which still shape sales near its ends
+TEST_TRUTH = "test_truth.csv"  # Id, Sales, PerfectSales of the test period, next to the files the loader reads
 
 
 @dataclass(frozen=True)
 class SyntheticReport:
-    """What was generated, and the best RMSPE any model can get on the validation window.
+    """What was generated, and the best RMSPE any model can get on the backtest window and the test period.
 
-    noise_floor_rmspe: empirical RMSPE of the RMSPE-optimal point prediction exp(log_signal - 1.5 sigma^2)
-    on the validation window's open days with Sales > 0; noise_floor_rmspe_median: the same for
-    exp(log_signal); expected_noise_floor_rmspe: the theoretical optimum sqrt(1 - exp(-sigma^2)).
+    backtest_noise_floor_rmspe: empirical RMSPE of the RMSPE-optimal point prediction exp(log_signal -
+    1.5 sigma^2) on the backtest window's open days with Sales > 0; backtest_noise_floor_rmspe_median: the
+    same for exp(log_signal); test_noise_floor_rmspe: the first on the test period's open days with Sales > 0;
+    expected_noise_floor_rmspe: the theoretical optimum sqrt(1 - exp(-sigma^2)).
     """
 
     out_dir: str
@@ -64,13 +70,14 @@ class SyntheticReport:
     n_stores: int
     train_window: tuple[str, str]
     test_window: tuple[str, str]
-    validation_window: tuple[str, str]
+    backtest_window: tuple[str, str]
     train_rows: int
     test_rows: int
-    validation_rows: int
+    backtest_rows: int
     noise_sigma: float
-    noise_floor_rmspe: float
-    noise_floor_rmspe_median: float
+    backtest_noise_floor_rmspe: float
+    backtest_noise_floor_rmspe_median: float
+    test_noise_floor_rmspe: float
     expected_noise_floor_rmspe: float
     test_only_store: int
     test_only_event: str
@@ -90,6 +97,7 @@ class _Grid:
     present: np.ndarray    # (S, D) the row exists in train.csv / test.csv
     sales: np.ndarray      # (S, D)
     customers: np.ndarray  # (S, D)
+    perfect: np.ndarray    # (S, D) the RMSPE-optimal prediction exp(log_signal - 1.5 sigma^2)
 
     @cached_property
     def date_str(self) -> np.ndarray:
@@ -97,19 +105,19 @@ class _Grid:
 
 
 def generate(out_dir: str, n_stores: int = 1115, start: str = "2013-01-01", end: str = "2015-07-31",
-             test_days: int = 48, seed: int = 0, noise_sigma: float = 0.1) -> SyntheticReport:
+             test_days: int = TEST_DAYS, seed: int = 0, noise_sigma: float = 0.1) -> SyntheticReport:
     """Write train.csv, test.csv, store.csv, store_states.csv, state_names.csv, googletrend.csv and
     weather.csv to `out_dir`, deterministic from `seed`. The test period is the `test_days` days after `end`."""
     if n_stores < 2 or test_days < 1:
         raise ValueError("need n_stores >= 2 and test_days >= 1")
     rng = np.random.default_rng(seed)
     n_train = len(pd.date_range(start, end, freq="D"))
-    if n_train < 2:
-        raise ValueError(f"empty train date range {start}..{end}")
+    if n_train <= test_days:
+        raise ValueError(f"train dates {start}..{end} must span more than the {test_days} test days (the backtest)")
     dates = pd.date_range(start, periods=n_train + test_days, freq="D")
     stores = _stores(rng, n_stores, dates[-1].year)
     st = stores["State"].map({s: i for i, s in enumerate(STORE_STATES_INFO)}).to_numpy()
-    holiday, school, before_hol, after_hol = _calendar(dates, list(STORE_STATES_INFO))
+    holiday, school, before_hol, after_hol, after_school = _calendar(dates, list(STORE_STATES_INFO))
     test_event = (STORE_STATES_INFO[stores.loc[0, "State"]][0], min(n_train + 2, len(dates) - 1))
     weather, temp, events_eff = _weather(rng, dates, test_event)
     trends, trend_by_state, trend_de = _trends(rng, dates)
@@ -121,7 +129,7 @@ def generate(out_dir: str, n_stores: int = 1115, start: str = "2013-01-01", end:
     sig = (stores["base"].to_numpy()[:, None]
            + DOW_EFFECT[dow][None, :] + stores[[f"dow{i}" for i in range(7)]].to_numpy()[:, dow]
            + stores["promo_lift"].to_numpy()[:, None] * promo[None, :]
-           + 0.04 * school[st]
+           + 0.04 * school[st] + 0.06 * np.exp(-(after_school[st] - 1.0) / 2.0) * (after_school[st] >= 1)
            + 0.20 * np.exp(-(before_hol[st] - 1.0)) * (before_hol[st] >= 1)
            + 0.12 * np.exp(-(after_hol[st] - 1.0)) * (after_hol[st] >= 1)
            + 0.10 * (hol > 0)
@@ -139,14 +147,12 @@ def generate(out_dir: str, n_stores: int = 1115, start: str = "2013-01-01", end:
     customers = np.where(sales > 0, np.round(sales / stores["basket"].to_numpy()[:, None]
                                              * np.exp(rng.normal(0, 0.05, sig.shape))), 0.0)
 
-    v_start, v_end = validation_window(dates[n_train].date(), dates[-1].date())
-    in_val = np.asarray((dates >= pd.Timestamp(v_start)) & (dates <= pd.Timestamp(v_end)))
-    in_val[n_train:] = False
-    val = present & open_ & (sales > 0) & in_val[None, :]
-    floor = _rmspe(sales[val], np.exp(sig[val] - 1.5 * noise_sigma ** 2))
-    floor_median = _rmspe(sales[val], np.exp(sig[val]))
-
-    grid = _Grid(dates, n_train, dow, promo, hol, school[st], open_, present, sales, customers)
+    perfect = np.exp(sig - 1.5 * noise_sigma ** 2)
+    scored = present & open_ & (sales > 0)
+    backtest, test = scored.copy(), scored.copy()
+    backtest[:, np.r_[:n_train - test_days, n_train:len(dates)]] = False
+    test[:, :n_train] = False
+    grid = _Grid(dates, n_train, dow, promo, hol, school[st], open_, present, sales, customers, perfect)
     os.makedirs(out_dir, exist_ok=True)
     train_rows = _write_train(rng, out_dir, grid)
     test_rows = _write_test(out_dir, grid)
@@ -155,13 +161,16 @@ def generate(out_dir: str, n_stores: int = 1115, start: str = "2013-01-01", end:
     report = SyntheticReport(
         out_dir=out_dir, seed=seed, n_stores=n_stores,
         train_window=(ds[0], ds[n_train - 1]), test_window=(ds[n_train], ds[-1]),
-        validation_window=(v_start.isoformat(), v_end.isoformat()),
-        train_rows=train_rows, test_rows=test_rows, validation_rows=int(val.sum()), noise_sigma=noise_sigma,
-        noise_floor_rmspe=floor, noise_floor_rmspe_median=floor_median,
+        backtest_window=(ds[n_train - test_days], ds[n_train - 1]),
+        train_rows=train_rows, test_rows=test_rows, backtest_rows=int(backtest.sum()), noise_sigma=noise_sigma,
+        backtest_noise_floor_rmspe=_rmspe(sales[backtest], perfect[backtest]),
+        backtest_noise_floor_rmspe_median=_rmspe(sales[backtest], np.exp(sig[backtest])),
+        test_noise_floor_rmspe=_rmspe(sales[test], perfect[test]),
         expected_noise_floor_rmspe=float(np.sqrt(1.0 - np.exp(-noise_sigma ** 2))),
         test_only_store=n_stores, test_only_event=TEST_ONLY_EVENT)
-    log.info("synthetic Rossmann data in %s: %d train rows, %d test rows, noise floor RMSPE %.4f",
-             out_dir, train_rows, test_rows, floor)
+    log.info("synthetic Rossmann data in %s: %d train rows, %d test rows, noise floor RMSPE %.4f (backtest) "
+             "and %.4f (test)", out_dir, train_rows, test_rows, report.backtest_noise_floor_rmspe,
+             report.test_noise_floor_rmspe)
     return report
 
 
@@ -234,12 +243,16 @@ def _holidays(year: int, state: str) -> dict[dt.date, int]:
 
 
 def _calendar(dates: pd.DatetimeIndex, states: list[str]) -> tuple[np.ndarray, ...]:
-    """Per (state, day): holiday code, school holiday flag, days to the next / since the last holiday."""
-    n_st, n_d = len(states), len(dates)
+    """Per (state, day of `dates`): holiday code, school holiday flag, days to the next and since the last
+    state holiday, and days since the last school holiday day, counted on a calendar that reaches
+    CALENDAR_MARGIN days beyond both ends (the flags of those days are in no file)."""
+    margin = pd.Timedelta(days=CALENDAR_MARGIN)
+    days = pd.date_range(dates[0] - margin, dates[-1] + margin, freq="D")
+    n_st, n_d = len(states), len(days)
     holiday = np.zeros((n_st, n_d), dtype=np.int8)
     school = np.zeros((n_st, n_d), dtype=np.int8)
-    d0 = dates[0].date()
-    years = range(dates[0].year - 1, dates[-1].year + 2)
+    d0 = days[0].date()
+    years = range(days[0].year - 1, days[-1].year + 2)
     srng = np.random.default_rng(1234)  # the school calendar is the same for every seed, like real calendars
     for i, state in enumerate(states):
         for year in years:
@@ -248,7 +261,7 @@ def _calendar(dates: pd.DatetimeIndex, states: list[str]) -> tuple[np.ndarray, .
                 if 0 <= k < n_d:
                     holiday[i, k] = code
             e = _easter(year)
-            summer = dt.date(year, 6, 22) + dt.timedelta(int(srng.integers(0, 40)))
+            summer = dt.date(year, 6, 22) + dt.timedelta(int(srng.integers(0, 50)))  # some run past mid-September
             autumn = dt.date(year, 10, 1) + dt.timedelta(int(srng.integers(0, 25)))
             shift = int(srng.integers(-2, 3))
             for first, length in ((dt.date(year, 12, 21 + shift), 16), (e - dt.timedelta(8 - shift), 15),
@@ -256,10 +269,16 @@ def _calendar(dates: pd.DatetimeIndex, states: list[str]) -> tuple[np.ndarray, .
                 k0 = (first - d0).days
                 school[i, max(k0, 0):max(k0 + length, 0)] = 1
     idx = np.arange(n_d)
-    is_hol = holiday > 0
-    last = np.maximum.accumulate(np.where(is_hol, idx, -10_000), axis=1)
-    nxt = np.minimum.accumulate(np.where(is_hol, idx, 10_000)[:, ::-1], axis=1)[:, ::-1]
-    return holiday, school, nxt - idx, idx - last
+
+    def since(flags: np.ndarray) -> np.ndarray:
+        return idx - np.maximum.accumulate(np.where(flags, idx, -10_000), axis=1)
+
+    def until(flags: np.ndarray) -> np.ndarray:
+        return np.minimum.accumulate(np.where(flags, idx, 10_000)[:, ::-1], axis=1)[:, ::-1] - idx
+
+    inner = slice(CALENDAR_MARGIN, CALENDAR_MARGIN + len(dates))
+    return (holiday[:, inner], school[:, inner], until(holiday > 0)[:, inner], since(holiday > 0)[:, inner],
+            since(school > 0)[:, inner])
 
 
 def _season(dates: pd.DatetimeIndex) -> np.ndarray:
@@ -424,6 +443,9 @@ def _write_test(out_dir: str, g: _Grid) -> int:
         "StateHoliday": np.array(["0", "a", "b", "c"])[g.holiday[store, day]], "SchoolHoliday": g.school[store, day],
     })
     frame[TEST.column_names].to_csv(os.path.join(out_dir, TEST.file), index=False)
+    truth = pd.DataFrame({"Id": frame["Id"], "Sales": g.sales[store, day].astype(np.int64),
+                          "PerfectSales": np.where(g.open_[store, day], g.perfect[store, day], 0.0)})
+    truth.to_csv(os.path.join(out_dir, TEST_TRUTH), index=False, float_format="%.2f")
     return len(frame)
 
 

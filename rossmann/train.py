@@ -4,8 +4,12 @@
 - `train_rank`: the body of one Horovod rank, launched by mpirun / horovodrun / horovod.runner.run (the
   MPI route); each rank reads its own share of the training Parquet row groups.
 
+Both validate on the prepared `val` split, the backtest (the last days of train.csv, featured as if the data
+ended there), decay the learning rate along a half cosine, print one line per epoch from rank 0 and keep
+the weights of the epoch with the lowest backtest RMSPE.
+
 Model directory: `model/` (TensorFlow SavedModel), `history.json` ({metric: [value per epoch]}) and
-`metrics.json` (best_val_exp_rmspe, val_rmspe, epochs, ranks, train_rows, val_rows, seconds, ...).
+`metrics.json` (best_val_exp_rmspe, backtest_rmspe, epochs, ranks, train_rows, backtest_rows, seconds, ...).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +30,9 @@ import pandas as pd
 import tensorflow as tf
 
 from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, read_state, restore
+from rossmann.hyperparameters import BATCH_SIZE, DROPOUT, EPOCHS, HIDDEN, LEARNING_RATE
 from rossmann.metrics import CUSTOM_OBJECTS, exp_rmspe, rmspe
-from rossmann.model import LOSS, build_model, compile_model, make_optimizer
+from rossmann.model import LOSS, build_model, compile_model, fill_untrained_embeddings, make_optimizer
 from rossmann.predict import predict_log_sales
 from rossmann.prepared import (
     Metadata,
@@ -41,27 +47,47 @@ from rossmann.prepared import (
 log = logging.getLogger(__name__)
 
 History = dict[str, list[float]]
-# Defaults for a quick, good run (~35k rows in about 5 epochs on 2 cores); the reference example's larger
-# network (rossmann.model.build_model's defaults: 1000-1000-1000-500, dropout 0.5) is slower and no better here.
-HIDDEN = (256, 128)
-DROPOUT = 0.1
-LEARNING_RATE = 2e-3
-BATCH_SIZE = 256
-EPOCHS = 5
 VAL_BATCH_SIZE = 8192
 MONITOR = "val_exp_rmspe"  # the saved model is the epoch where this was lowest
 
 
 class EpochLogger(tf.keras.callbacks.Callback):
-    """Logs every epoch's metrics with the rank that computed them."""
+    """Prints one line per epoch on rank 0: loss, backtest RMSPE and seconds (put it after Horovod's
+    MetricAverageCallback, so that the numbers are every rank's average)."""
 
-    def __init__(self, rank: int, epochs: int):
+    def __init__(self, epochs: int):
         super().__init__()
-        self.rank, self.epochs = rank, epochs
+        self.epochs, self.started = epochs, 0.0
+
+    def on_epoch_begin(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
+        self.started = time.time()
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
-        values = " ".join(f"{k}={v:.4f}" for k, v in sorted((logs or {}).items()))
-        log.info("rank %d epoch %d/%d: %s", self.rank, epoch + 1, self.epochs, values)
+        import horovod.tensorflow.keras as hvd
+
+        if hvd.rank() == 0:
+            logs = logs or {}
+            print(f"rank 0: epoch {epoch + 1}/{self.epochs}: loss {logs.get('loss', math.nan):.4f}, backtest RMSPE "
+                  f"{logs.get(MONITOR, math.nan):.4f}, {time.time() - self.started:.1f} s", flush=True)
+
+
+@dataclass(frozen=True)
+class HalfCosine:
+    """Learning-rate multiplier of an epoch: from 1 at the first epoch down along a half cosine (picklable,
+    for Horovod's LearningRateScheduleCallback on the Estimator's workers)."""
+
+    epochs: int
+
+    def __call__(self, epoch: float) -> float:
+        return 0.5 * (1.0 + math.cos(math.pi * epoch / self.epochs))
+
+
+def schedule_callbacks(learning_rate: float, ranks: int, epochs: int) -> list[tf.keras.callbacks.Callback]:
+    """The per-epoch learning-rate schedule (of the rank-scaled rate) and the epoch log line."""
+    from horovod.tensorflow.keras.callbacks import LearningRateScheduleCallback
+
+    return [LearningRateScheduleCallback(initial_lr=learning_rate * ranks, multiplier=HalfCosine(epochs)),
+            EpochLogger(epochs)]
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -111,7 +137,7 @@ def save_training_outputs(
 
 
 def _val_rmspe(model: tf.keras.Model, val: pd.DataFrame, metadata: Metadata) -> float:
-    """Exact RMSPE of the whole validation split (the per-batch Keras metric is only an average)."""
+    """Exact RMSPE of the whole backtest split (the per-batch Keras metric is only an average)."""
     pred = predict_log_sales(model, val, metadata)
     return rmspe(np.exp(val[metadata["label_col"]].to_numpy(np.float64)), np.exp(pred))
 
@@ -175,22 +201,22 @@ def fit_estimator(
         train_reader_num_workers=reader_workers,
         val_reader_num_workers=reader_workers,
         inmemory_cache_all=True,
+        callbacks=schedule_callbacks(learning_rate, ranks, epochs),
         checkpoint_callback=BestModelCheckpoint(monitor=MONITOR, mode="min"),  # return the best epoch
         verbose=verbose,
     )
     log.info("fitting KerasEstimator: %d ranks, %d epochs, batch %d", ranks, epochs, batch_size)
     keras_model = estimator.fit(df).setOutputCols([f"{label}_pred"])
     trained, history = keras_model.getModel(), _plain_history(keras_model.getHistory())
-    for epoch in range(len(history.get("loss", []))):
-        log.info("estimator epoch %d/%d: %s", epoch + 1, epochs, {k: round(v[epoch], 4) for k, v in history.items()})
+    log.info("untrained category values set to the mean embedding: %s", fill_untrained_embeddings(trained, metadata))
     if out_dir is not None:
         val = read_split(prepared / "val", features + [label])
         save_training_outputs(trained, history, out_dir, {
             "route": "spark-estimator",
             "ranks": ranks,
             "train_rows": count_rows(prepared / "train"),
-            "val_rows": len(val),
-            "val_rmspe": _val_rmspe(trained, val, metadata),
+            "backtest_rows": len(val),
+            "backtest_rmspe": _val_rmspe(trained, val, metadata),
             "seconds": time.time() - start,
         })
     return trained, history
@@ -214,7 +240,7 @@ def train_rank(
     """Train as one Horovod rank; rank 0 writes the model directory to out_dir. Returns the history.
 
     Each rank reads every size-th row group of the training split, from the rank-th, and evaluates the
-    whole validation split. `learning_rate` is per rank (scaled by the number of ranks here);
+    whole backtest split. `learning_rate` is per rank (scaled by the number of ranks here);
     `compression` is a horovod Compression (default none; hvd.Compression.fp16 halves allreduce bytes).
     With `checkpoint_dir`, rank 0 checkpoints every epoch there, and a run that finds a checkpoint
     resumes after its last epoch (only rank 0 needs to see the directory). The saved model is the epoch
@@ -234,7 +260,7 @@ def train_rank(
     val = read_split(prepared / "val", features + [label])
     train_rows = count_rows(prepared / "train")
     steps = math.ceil(train_rows / (batch_size * size))  # the same on every rank, so allreduces pair up
-    log.info("rank %d/%d: %d of %d train rows, %d val rows, %d steps per epoch", rank, size, len(train),
+    log.info("rank %d/%d: %d of %d train rows, %d backtest rows, %d steps per epoch", rank, size, len(train),
              train_rows, len(val), steps)
 
     tf.keras.utils.set_random_seed(seed)  # the same initial weights on every rank
@@ -268,7 +294,7 @@ def train_rank(
     rank_callbacks = [
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),
         hvd.callbacks.MetricAverageCallback(),  # before any callback that reads the metrics
-        EpochLogger(rank, epochs),
+        *schedule_callbacks(learning_rate, size, epochs),
         keep_best,
     ]
     if checkpoint_dir is not None and rank == 0:
@@ -286,12 +312,13 @@ def train_rank(
     for key, values in fitted.history.items():
         result.setdefault(key, []).extend(float(v) for v in values)
     if rank == 0:
+        log.info("untrained category values set to the mean embedding: %s", fill_untrained_embeddings(model, metadata))
         save_training_outputs(model, result, out_dir, {
             "route": "horovod-ranks",
             "ranks": size,
             "train_rows": train_rows,
-            "val_rows": len(val),
-            "val_rmspe": _val_rmspe(model, val, metadata),
+            "backtest_rows": len(val),
+            "backtest_rmspe": _val_rmspe(model, val, metadata),
             "seconds": time.time() - start,
         })
     return result

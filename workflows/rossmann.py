@@ -9,37 +9,76 @@ Every task returns a directory (FlyteDirectory); the logic lives in the ``rossma
 """
 
 import dataclasses
+import json
 import logging
 import os
+import re
 import typing
+import warnings
 
+import click
 import flytekit
 from flytekit import Resources, task, workflow
 from flytekit.types.directory import FlyteDirectory
 from flytekitplugins.spark import Spark
 
 from flytekitplugins.horovod import HorovodSpark, MPIJob, Worker, compression, spark_backend, spark_store
+from rossmann import hyperparameters
+from rossmann.synthetic import TEST_DAYS
 
 log = logging.getLogger("workflows.rossmann")
 
 RANKS = 2  # Horovod ranks of both training tasks (pods are sized before a task body runs)
-SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g", "spark.ui.enabled": "false"}
+SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g", "spark.ui.enabled": "false",
+              "spark.ui.showConsoleProgress": "false"}
+# Known noise of this stack, silenced here and in every process the tasks start (Spark's Python workers and the
+# ranks inherit the environment): TensorFlow's C++ start-up notices; the FutureWarnings petastorm and Horovod's Spark
+# code raise on every read of the pinned pyarrow (harmless there, see docs/stack.md); petastorm's per-epoch reader
+# notice and Keras's HDF5 notice, which the Estimator cannot avoid. Set either variable yourself to see them.
+KNOWN_NOISE = [(FutureWarning, ""), (UserWarning, "petastorm.tf_utils"), (UserWarning, "horovod.spark.keras.util")]
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+if "PYTHONWARNINGS" not in os.environ:
+    os.environ["PYTHONWARNINGS"] = ",".join(f"ignore::{c.__name__}:{m}" for c, m in KNOWN_NOISE)
+    for _category, _module in KNOWN_NOISE:
+        warnings.filterwarnings("ignore", category=_category, module=re.escape(_module))
+WHERE_RANKS_ARE_SET = (f"the rank count is the training tasks' config: RANKS = {RANKS} in workflows/rossmann.py "
+                       "(HorovodSpark(num_proc=RANKS) for train, MPIJob(worker=Worker(replicas=RANKS)) for train_mpi)")
 
 
 @dataclasses.dataclass
 class Hyperparameters:
-    """Training and data knobs. ``n_stores``/``start``/``end`` size the synthetic data (ignored for real data)."""
+    """Training and data knobs, checked when the workflow starts. ``learning_rate`` is per rank;
+    ``n_stores``/``start``/``end`` size the synthetic data (ignored for real data)."""
 
-    epochs: int = 6
-    batch_size: int = 256
-    learning_rate: float = 1e-3
-    ranks: int = RANKS
+    epochs: int = hyperparameters.EPOCHS
+    batch_size: int = hyperparameters.BATCH_SIZE
+    learning_rate: float = hyperparameters.LEARNING_RATE
     sample_rate: float = 1.0
     seed: int = 0
     n_stores: int = 50
     start: str = "2013-01-01"
     end: str = "2015-07-31"
-    hidden: typing.List[int] = dataclasses.field(default_factory=lambda: [256, 128])
+    hidden: typing.List[int] = dataclasses.field(default_factory=lambda: list(hyperparameters.HIDDEN))
+
+    def __post_init__(self):
+        self.epochs = hyperparameters.integer("epochs", self.epochs, 1)
+        self.batch_size = hyperparameters.integer("batch_size", self.batch_size, 1)
+        self.learning_rate = hyperparameters.number("learning_rate", self.learning_rate, 0.0)
+        self.sample_rate = hyperparameters.number("sample_rate", self.sample_rate, 0.0, 1.0)
+        self.seed = hyperparameters.integer("seed", self.seed, 0)
+        self.n_stores = hyperparameters.integer("n_stores", self.n_stores, 2)
+        self.start, self.end = hyperparameters.date_range("start", self.start, "end", self.end, 2 * TEST_DAYS)
+        self.hidden = hyperparameters.widths("hidden", self.hidden)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Hyperparameters":
+        """What ``pyflyte run ... --hp '{...}'`` builds the value with: an unknown or bad key is a usage error."""
+        try:
+            given = json.loads(text)
+            hyperparameters.check_names(given, [f.name for f in dataclasses.fields(cls)], {"ranks": WHERE_RANKS_ARE_SET})
+            return cls(**given)
+        except hyperparameters.HyperparameterError as err:
+            raise click.BadParameter(str(err)) from None
 
 
 def _workdir(name: str) -> str:
@@ -60,7 +99,7 @@ def get_data(data_dir: typing.Optional[FlyteDirectory], hp: Hyperparameters) -> 
     report = synthetic.generate(out, n_stores=hp.n_stores, start=hp.start, end=hp.end, seed=hp.seed)
     rreport.save_synthetic_report(report, out)
     log.info("synthetic data: %d stores, %d train rows, noise floor RMSPE %.4f", report.n_stores,
-             report.train_rows, report.noise_floor_rmspe)
+             report.train_rows, report.test_noise_floor_rmspe)
     return FlyteDirectory(out)
 
 
@@ -74,31 +113,32 @@ def prepare(data: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     source = data.download()
     raw = rdata.load(spark, source)  # a clear RossmannDataError, naming file and column, before any work
     out = os.path.join(flytekit.current_context().working_directory, "prepared")
-    features.prepare(spark, raw, out, sample_rate=hp.sample_rate, seed=hp.seed, min_row_groups=max(8, hp.ranks))
-    report.carry_synthetic_report(source, out)
+    features.prepare(spark, raw, out, sample_rate=hp.sample_rate, seed=hp.seed, min_row_groups=max(8, RANKS))
+    report.carry_synthetic_files(source, out)
     return FlyteDirectory(out)
 
 
 def _report_training(model_dir: str, prepared_dir: str) -> None:
-    """Show the training curves as a Deck; log the validation RMSPE next to the noise floor."""
+    """Score the model on the backtest and (synthetic data) the test period; the curves as a Deck; one line."""
     from rossmann import report
+    from rossmann.predict import submission_from_dirs
 
-    metrics = report.add_noise_floor(model_dir, prepared_dir)
+    metrics = report.add_scores(model_dir, prepared_dir,
+                                report.score_test(submission_from_dirs(prepared_dir, model_dir), prepared_dir))
     history, _ = report.load_training_outputs(model_dir)
     flytekit.Deck("Training curves", report.training_curves_html(history, metrics))
-    log.warning("%s", report.summary(metrics))
     print(report.summary(metrics), flush=True)
 
 
 @task(task_config=HorovodSpark(num_proc=RANKS, spark_conf=SPARK_CONF), enable_deck=True,
       requests=Resources(cpu="2", mem="8Gi"))
 def train(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
-    """Horovod on Spark: KerasEstimator on the prepared Parquet, ``hp.ranks`` ranks as Spark tasks."""
+    """Horovod on Spark: KerasEstimator on the prepared Parquet, one rank per Spark task of ``num_proc``."""
     from rossmann.train import fit_estimator
 
     spark = flytekit.current_context().spark_session
     out, prepared_dir = _workdir("model"), prepared.download()
-    fit_estimator(spark, prepared_dir, spark_backend(num_proc=hp.ranks), spark_store(), epochs=hp.epochs,
+    fit_estimator(spark, prepared_dir, spark_backend(), spark_store(), epochs=hp.epochs,
                   batch_size=hp.batch_size, learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed,
                   compression=compression(), out_dir=out)
     _report_training(out, prepared_dir)
@@ -111,9 +151,6 @@ def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     import horovod.tensorflow.keras as hvd
     from rossmann.train import train_rank
 
-    if hp.ranks != hvd.size():
-        log.warning("hp.ranks=%d, but the MPIJob config gives %d ranks; training on %d", hp.ranks, hvd.size(),
-                    hvd.size())
     out, prepared_dir = _workdir("model"), prepared.download()
     train_rank(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size,
                learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed, compression=compression())
@@ -125,14 +162,16 @@ def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
 @task(requests=Resources(cpu="2", mem="4Gi"))
 def predict(prepared: FlyteDirectory, model: FlyteDirectory) -> FlyteDirectory:
     """Vectorised prediction of the test split; ``submission.csv`` (Id,Sales) with closed stores at 0."""
-    from rossmann.predict import load_model, predict_submission, write_submission
-    from rossmann.prepared import load_metadata
+    from rossmann import report
+    from rossmann.predict import submission_from_dirs, write_submission
 
     prepared_dir, model_dir = prepared.download(), model.download()
-    metadata = load_metadata(prepared_dir)
-    submission = predict_submission(load_model(os.path.join(model_dir, "model")),
-                                    os.path.join(prepared_dir, "test"), metadata)
+    submission = submission_from_dirs(prepared_dir, model_dir)
     path = write_submission(submission, _workdir("predictions"))
+    scores = report.score_test(submission, prepared_dir)
+    if scores:
+        print(f"submission.csv: test RMSPE {scores['test_rmspe']:.4f}, perfect model {scores['test_perfect_rmspe']:.4f} "
+              f"on the same {scores['test_rows_scored']} rows", flush=True)
     log.info("submission: %s (%d rows); model: %s", path, len(submission), model_dir)
     return FlyteDirectory(os.path.dirname(path))
 

@@ -55,4 +55,4 @@ def test_reference_counters_equal_ours(spark):
     ours = {(r.Store, r.Date): tuple(r[c] for c in counters) for r in add_event_counters(df, cols).collect()}
     theirs = {(r.Store, r.Date): tuple(r[c] for c in counters) for r in add_elapsed(df, cols).collect()}
     assert ours == theirs
-    assert ours[(3, day + dt.timedelta(2))] == (3, 2, 7, 2, 2, 2)  # Promo on day 5, holiday on day 4, none
+    assert ours[(3, day + dt.timedelta(2))] == (3, 2, 3, 3, 3, 3)  # Promo on day 5, holiday on day 4, none; at most 3

@@ -99,7 +99,7 @@ def make_prepared(out_dir: Path, stores: int = 20, train_days: int = 240, seed: 
         "max_sales": float(train["Sales"].max()),
         "label_col": "Sales_log",
         "rows": {"train": len(train), "val": len(val), "test": len(test)},
-        "validation_window": [val["Date"].min(), val["Date"].max()],
+        "backtest_window": [val["Date"].min(), val["Date"].max()],
         "test_window": [test["Date"].min(), test["Date"].max()],
     }
     (out_dir / "metadata.json").write_text(json.dumps(metadata, indent=1))

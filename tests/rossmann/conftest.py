@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from pyspark.sql import SparkSession
 
 from rossmann.data import RawData, load
 from rossmann.synthetic import SyntheticReport, generate
@@ -13,15 +10,14 @@ from rossmann.synthetic import SyntheticReport, generate
 
 @pytest.fixture(scope="session")
 def spark():
-    session = (SparkSession.builder.master("local[2]").appName("rossmann-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.host", "127.0.0.1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    session.sparkContext.pythonExec = sys.executable  # Python workers (other tests' UDFs) get this venv
+    """The session a local run of the workflow's `prepare` task gets: flytekitplugins-spark's local session
+    with the workflow's SPARK_CONF."""
+    from flytekitplugins.spark.task import new_spark_session
+
+    from workflows.rossmann import SPARK_CONF
+
+    session = new_spark_session("rossmann-tests", SPARK_CONF)
+    session.sparkContext.setLogLevel("ERROR")  # differs: quieter test output, no effect on what runs
     yield session
     session.stop()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 
 import numpy as np
@@ -13,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from rossmann.data import load
-from rossmann.features import CATEGORICAL_COLS, CONTINUOUS_COLS, prepare
+from rossmann.features import (CATEGORICAL_COLS, CONTINUOUS_COLS, COUNTER_HORIZON, EVENT_COLS, add_event_counters,
+                               prepare)
+from rossmann.prepared import read_split
 
 CATEGORICAL = [
     "Store", "State", "DayOfWeek", "Year", "Month", "Day", "Week", "CompetitionMonthsOpen", "Promo2Weeks",
@@ -52,16 +53,19 @@ def test_metadata_contract(prepared, small_data):
         assert json.load(f) == metadata
     assert CATEGORICAL_COLS == CATEGORICAL and CONTINUOUS_COLS == CONTINUOUS
     assert set(metadata) == {"categorical_cols", "continuous_cols", "vocab", "embedding_sizes", "max_sales",
-                             "label_col", "rows", "validation_window", "test_window"}
+                             "label_col", "rows", "backtest_window", "test_window", "untrained"}
     assert metadata["categorical_cols"] == CATEGORICAL and metadata["continuous_cols"] == CONTINUOUS
     assert metadata["label_col"] == "Sales_log"
     assert metadata["embedding_sizes"] == {c: len(metadata["vocab"][c]) + 1 for c in CATEGORICAL}
     assert all(isinstance(v, str) for values in metadata["vocab"].values() for v in values)
     assert metadata["test_window"] == ["2015-08-01", "2015-09-17"]
-    assert metadata["validation_window"] == ["2014-08-01", "2014-09-17"]
+    assert metadata["backtest_window"] == ["2015-06-14", "2015-07-31"] == list(small_data.backtest_window)
     # Test-only values are in the vocabularies.
     assert str(small_data.test_only_store) in metadata["vocab"]["Store"]
     assert small_data.test_only_event in metadata["vocab"]["Events"]
+    # ... and listed as untrained, with nothing else of Store or Events
+    assert metadata["untrained"]["Store"] == [str(small_data.test_only_store)]
+    assert metadata["untrained"]["Events"] == [small_data.test_only_event]
     assert metadata["vocab"]["DayOfWeek"] == [str(d) for d in range(1, 8)]
 
 
@@ -94,10 +98,10 @@ def test_parquet_contract(prepared, small_data):
         assert (frame["Sales"] > 0).all()
         assert np.allclose(frame["Sales_log"], np.log(frame["Sales"]), atol=1e-5)
     assert metadata["max_sales"] == max(frames["train"]["Sales"].max(), frames["val"]["Sales"].max())
-    start, end = metadata["validation_window"]
+    start, end = metadata["backtest_window"]
     assert frames["val"]["Date"].between(start, end).all()
     assert not frames["train"]["Date"].between(start, end).any()
-    assert math.isclose(len(frames["val"]), small_data.validation_rows, rel_tol=0.01)  # open days, Sales > 0
+    assert len(frames["val"]) == small_data.backtest_rows  # open days with Sales > 0
 
     test = frames["test"]
     assert {str(test[c].dtype) for c in ("Id", "Open")} == {"int32"}
@@ -116,4 +120,24 @@ def test_counters_are_within_the_store(prepared):
     promo_on = frame["Promo"] == metadata["vocab"]["Promo"].index("1") + 1
     assert (frame.loc[promo_on, ["AfterPromo", "BeforePromo"]] == 0).all().all()
     assert (frame.loc[~promo_on, "AfterPromo"] > 0).all()
-    assert frame[["BeforePromo", "AfterPromo"]].max().max() <= 14  # promo every other week (weekends aside)
+    assert frame[["BeforePromo", "AfterPromo"]].max().max() == COUNTER_HORIZON
+
+
+def test_backtest_rows_are_featured_as_if_the_data_ended_on_the_last_train_day(spark, prepared, small_data):
+    """Nothing of test.csv leaks into the backtest: its counters are those of train.csv alone."""
+    out, metadata = prepared
+    counters = [f"{side}{col}" for side in ("Before", "After") for col in EVENT_COLS]
+    val = read_split(os.path.join(out, "val"), ["Store", "Date", *counters])
+    val["Store"] = [int(metadata["vocab"]["Store"][i - 1]) for i in val["Store"]]
+    raw = load(spark, small_data.out_dir)
+    try:
+        alone = add_event_counters(raw.train).filter("Date >= '2015-06-14'").select("Store", "Date", *counters)
+        alone = alone.toPandas().astype({"Date": str})
+    finally:
+        raw.unpersist()
+    merged = val.merge(alone, on=["Store", "Date"], suffixes=("", "_alone"))
+    assert len(merged) == len(val) > 0
+    for col in counters:
+        assert (merged[col] == merged[f"{col}_alone"]).all(), col
+    last_day = merged[merged["Date"] == "2015-07-31"]
+    assert len(last_day) and last_day["BeforeSchoolHoliday"].isin([0, COUNTER_HORIZON]).all()

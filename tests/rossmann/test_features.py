@@ -6,11 +6,13 @@ import datetime as dt
 
 import pytest
 
+from pyspark.sql import functions as F
+
 from rossmann.data import RawData
-from rossmann.dates import validation_window
-from rossmann.features import (NO_COMPETITION_DISTANCE, add_competition_features, add_date_parts,
-                               add_event_counters, add_promo2_features, build_vocab, encode, join_sources,
-                               split_rows)
+from rossmann.dates import backtest_window
+from rossmann.features import (BACKTEST, COUNTER_HORIZON, NO_COMPETITION_DISTANCE, add_competition_features,
+                               add_date_parts, add_event_counters, add_promo2_features, build_vocab, encode,
+                               join_sources, split_rows)
 
 D = dt.date
 
@@ -28,21 +30,29 @@ def test_event_counters_restart_at_each_store(spark):
         (2, D(2015, 1, 6), 0, "0", 0), (2, D(2015, 1, 7), 0, "0", 0), (2, D(2015, 1, 8), 0, "c", 0),
     ]
     df = spark.createDataFrame(rows, "Store int, Date date, Promo int, StateHoliday string, SchoolHoliday int")
-    out = add_event_counters(df)
-    # After: days since the latest event (0 on the day), or since the store's first row if none yet.
-    # Before: days until the next event (0 on the day), or until the store's last row if none comes.
+    out = add_event_counters(df, horizon=4)
+    # After: days since the latest event (0 on the day), Before: days until the next one (0 on the day), both at
+    # most 4, and 4 when the data shows no such event (before the store's first event, after its last).
     assert _rows(out, "AfterPromo", "BeforePromo") == [
-        (0, 1), (0, 0), (1, 4), (4, 1), (0, 0),          # store 1: promo on 2 and 7 January
-        (0, 2), (1, 1), (0, 0), (1, 2), (2, 1), (3, 0),  # store 2 restarts: 2 January of store 1 is not seen
+        (4, 1), (0, 0), (1, 4), (4, 1), (0, 0),          # store 1: promo on 2 and 7 January
+        (4, 2), (4, 1), (0, 0), (1, 4), (2, 4), (3, 4),  # store 2 restarts: 2 January of store 1 is not seen
     ]
     assert _rows(out, "AfterStateHoliday", "BeforeStateHoliday") == [
-        (0, 1), (0, 0), (1, 4), (4, 1), (0, 0),
-        (0, 5), (1, 4), (2, 3), (3, 2), (4, 1), (0, 0),
+        (4, 1), (0, 0), (1, 4), (4, 1), (0, 0),
+        (4, 4), (4, 4), (4, 3), (4, 2), (4, 1), (0, 0),
     ]
     assert _rows(out, "AfterSchoolHoliday", "BeforeSchoolHoliday") == [
-        (0, 0), (1, 5), (2, 4), (5, 1), (0, 0),
-        (0, 5), (1, 4), (2, 3), (3, 2), (4, 1), (5, 0),
+        (0, 0), (1, 4), (2, 4), (4, 1), (0, 0),
+        (4, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4),
     ]
+
+
+def test_backtest_counters_do_not_see_the_hidden_rows(spark):
+    rows = [(1, D(2015, 1, d), int(d in (2, 7)), d >= 6) for d in (1, 2, 3, 5, 6, 7)]
+    df = spark.createDataFrame(rows, "Store int, Date date, Promo int, hidden boolean")
+    out = add_event_counters(df, ["Promo"], horizon=4, hidden_from_backtest=F.col("hidden"))
+    # As if the data ended on 5 January: the promo of 7 January is unknown, so 3 and 5 January see none coming.
+    assert _rows(out, "BeforePromo", f"{BACKTEST}BeforePromo") == [(1, 1), (0, 0), (4, 4), (2, 4), (1, 4), (0, 4)]
 
 
 def test_competition_months_open_clamped_to_0_24(spark):
@@ -80,9 +90,9 @@ def test_date_parts(spark):
         (2015, 7, 27, 31, 1), (2015, 8, 2, 31, 7), (2016, 1, 1, 53, 5)]
 
 
-def test_validation_window_is_the_test_window_one_year_earlier():
-    assert validation_window(D(2015, 8, 1), D(2015, 9, 17)) == (D(2014, 8, 1), D(2014, 9, 17))
-    assert validation_window(D(2016, 2, 29), D(2016, 3, 10)) == (D(2015, 2, 28), D(2015, 3, 10))
+def test_backtest_window_is_as_long_as_the_test_period_at_the_end_of_train():
+    assert backtest_window(D(2015, 7, 31), (D(2015, 8, 1), D(2015, 9, 17))) == (D(2015, 6, 14), D(2015, 7, 31))
+    assert backtest_window(D(2016, 3, 1), (D(2016, 3, 2), D(2016, 3, 2))) == (D(2016, 3, 1), D(2016, 3, 1))
 
 
 def test_vocabulary_includes_test_only_values_and_reserves_0(spark):
@@ -130,18 +140,18 @@ def test_join_sources_maps_trend_weeks_states_and_weather(spark):
 @pytest.mark.parametrize("kind, no, yes", [("int", 0, 1), ("string", "0", "a"), ("boolean", False, True)])
 def test_counters_accept_int_string_and_boolean_events(spark, kind, no, yes):
     rows = [(7, D(2015, 1, 1), no), (7, D(2015, 1, 2), None), (7, D(2015, 1, 5), no), (7, D(2015, 1, 6), yes)]
-    out = add_event_counters(spark.createDataFrame(rows, f"Store int, Date date, Promo {kind}"), ["Promo"])
-    # No event before 6 January: After counts from the first row; null is no event.
-    assert _rows(out, "AfterPromo", "BeforePromo") == [(0, 5), (1, 4), (4, 1), (0, 0)]
+    out = add_event_counters(spark.createDataFrame(rows, f"Store int, Date date, Promo {kind}"), ["Promo"], horizon=9)
+    # No event before 6 January (null is no event either): After is the horizon until then.
+    assert _rows(out, "AfterPromo", "BeforePromo") == [(9, 5), (9, 4), (9, 1), (0, 0)]
 
 
 def test_split_rows_samples_train_and_val_but_never_test(tiny_raw, tiny_data):
-    window = tuple(D.fromisoformat(d) for d in tiny_data.validation_window)
+    window = tuple(D.fromisoformat(d) for d in tiny_data.backtest_window)
 
     def counts(*args):
         return {r["_split"]: r["count"] for r in split_rows(tiny_raw, window, *args).groupBy("_split").count().collect()}
 
     full, half = counts(), counts(0.5, 1)
     assert full["test"] == half["test"] == tiny_data.test_rows
-    assert full["val"] == tiny_data.validation_rows
+    assert full["val"] == tiny_data.backtest_rows
     assert 0.4 < half["train"] / full["train"] < 0.6

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from _fixtures import make_prepared
 from rossmann.metrics import CUSTOM_OBJECTS, exp_rmspe, rmspe
-from rossmann.model import build_model, compile_model, make_optimizer
+from rossmann.model import build_model, compile_model, fill_untrained_embeddings, make_optimizer
 from rossmann.predict import predict_log_sales
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, model_inputs, read_split
 
@@ -74,3 +74,17 @@ def test_training_reduces_val_rmspe(prepared):
     after = rmspe(true_sales, np.exp(predict_log_sales(model, val, metadata)))
     assert before > 0.5
     assert after < 0.35
+
+
+def test_untrained_category_values_get_the_mean_of_the_trained_embeddings(prepared):
+    """A store only in test.csv would otherwise be predicted with its random initial embedding."""
+    out, metadata, _, _ = prepared
+    model = build_model(metadata, continuous_stats(out, metadata), hidden=(8,), dropout=0.0)
+    stores = metadata["vocab"]["Store"]
+    untrained = {**metadata, "untrained": {"Store": [stores[-1]], "Promo": []}}
+    before = model.get_layer("emb_Store").get_weights()[0].copy()
+    assert fill_untrained_embeddings(model, untrained) == {"Store": 1}
+    after = model.get_layer("emb_Store").get_weights()[0]
+    last = len(stores)  # its row: vocabulary index + 1
+    assert np.allclose(after[last], before[1:last].mean(axis=0)) and not np.allclose(before[last], after[last])
+    assert np.array_equal(after[:last], before[:last])  # the trained rows (and row 0, unknown) are untouched

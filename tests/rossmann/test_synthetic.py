@@ -12,8 +12,9 @@ import time
 import pandas as pd
 import pytest
 
+from rossmann.metrics import rmspe
 from rossmann.schema import TABLES, TEST, TRAIN
-from rossmann.synthetic import TEST_ONLY_EVENT, generate
+from rossmann.synthetic import TEST_ONLY_EVENT, TEST_TRUTH, _calendar, generate
 
 
 def _header(path: str) -> list[str]:
@@ -25,7 +26,7 @@ def test_same_seed_same_files_other_seed_other_files(tmp_path):
     a = generate(str(tmp_path / "a"), n_stores=6, start="2014-06-01", end="2015-07-31", seed=3)
     b = generate(str(tmp_path / "b"), n_stores=6, start="2014-06-01", end="2015-07-31", seed=3)
     c = generate(str(tmp_path / "c"), n_stores=6, start="2014-06-01", end="2015-07-31", seed=4)
-    files = [t.file for t in TABLES]
+    files = [t.file for t in TABLES] + [TEST_TRUTH]
     match, mismatch, errors = filecmp.cmpfiles(a.out_dir, b.out_dir, files, shallow=False)
     assert (sorted(match), mismatch, errors) == (sorted(files), [], [])
     assert dataclasses.replace(b, out_dir=a.out_dir) == a
@@ -33,7 +34,7 @@ def test_same_seed_same_files_other_seed_other_files(tmp_path):
 
 
 def test_files_have_the_real_schema(tiny_data):
-    assert sorted(os.listdir(tiny_data.out_dir)) == sorted(t.file for t in TABLES)
+    assert sorted(os.listdir(tiny_data.out_dir)) == sorted([t.file for t in TABLES] + [TEST_TRUTH])
     for table in TABLES:
         assert _header(os.path.join(tiny_data.out_dir, table.file)) == table.column_names
 
@@ -84,13 +85,24 @@ def test_noise_floor_matches_the_noise(tmp_path, sigma):
     report = generate(str(tmp_path), n_stores=60, noise_sigma=sigma)
     expected = math.sqrt(1 - math.exp(-sigma ** 2))
     assert report.expected_noise_floor_rmspe == pytest.approx(expected)
-    assert report.validation_rows > 1500
-    assert report.noise_floor_rmspe == pytest.approx(expected, rel=0.1)
-    assert report.noise_floor_rmspe < report.noise_floor_rmspe_median  # exp(signal) is not RMSPE-optimal
+    assert report.backtest_rows > 1500
+    assert report.backtest_noise_floor_rmspe == pytest.approx(expected, rel=0.1)
+    assert report.test_noise_floor_rmspe == pytest.approx(expected, rel=0.1)
+    assert report.backtest_noise_floor_rmspe < report.backtest_noise_floor_rmspe_median  # exp(signal) is not optimal
 
 
-def test_full_size_generates_quickly(tmp_path):
-    started = time.time()
-    report = generate(str(tmp_path))
-    assert time.time() - started < 30
-    assert report.n_stores == 1115 and report.train_rows > 1_000_000 and report.test_window[1] == "2015-09-17"
+def test_test_truth_scores_the_perfect_model_on_every_open_test_day(small_data):
+    truth = pd.read_csv(os.path.join(small_data.out_dir, TEST_TRUTH))
+    test = pd.read_csv(os.path.join(small_data.out_dir, TEST.file))
+    assert list(truth.columns) == ["Id", "Sales", "PerfectSales"] and sorted(truth["Id"]) == sorted(test["Id"])
+    rows = truth.merge(test, on="Id")
+    assert (rows.loc[rows["Open"] == 0, "Sales"] == 0).all() and (rows.loc[rows["Open"] == 1, "Sales"] > 0).all()
+    scored = rows[rows["Sales"] > 0]
+    assert rmspe(scored["Sales"], scored["PerfectSales"]) == pytest.approx(small_data.test_noise_floor_rmspe, rel=1e-3)
+
+
+def test_holidays_after_the_data_still_count_for_its_last_days():
+    """The generator's calendar reaches past the files: sales rise before a holiday that test.csv does not show."""
+    dates = pd.date_range("2015-09-01", "2015-10-01")
+    holiday, _, days_to_holiday, _, _ = _calendar(dates, ["BY"])
+    assert holiday[0, -1] == 0 and days_to_holiday[0, -1] == 2  # German Unity Day, 3 October, is after the data

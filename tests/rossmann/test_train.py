@@ -62,15 +62,15 @@ def check_model_dir(out, prepared, ranks, epochs, untrained_rmspe):
     assert all(len(values) == epochs for values in history.values())
     assert metrics["best_val_exp_rmspe"] == min(history["val_exp_rmspe"])
     assert metrics["epochs"] == epochs and metrics["ranks"] == ranks
-    assert metrics["train_rows"] == 4800 and metrics["val_rows"] == 560 and metrics["seconds"] > 0
-    assert metrics["val_rmspe"] < 0.5 * untrained_rmspe
+    assert metrics["train_rows"] == 4800 and metrics["backtest_rows"] == 560 and metrics["seconds"] > 0
+    assert metrics["backtest_rmspe"] < 0.5 * untrained_rmspe
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no temporary leftovers
 
     metadata = load_metadata(prepared)
     val = read_split(prepared / "val", feature_cols(metadata) + ["Sales_log"])
     model = load_model(out)
     reloaded = rmspe(np.exp(val["Sales_log"]), np.exp(predict_log_sales(model, val, metadata)))
-    assert reloaded == pytest.approx(metrics["val_rmspe"], rel=1e-4)
+    assert reloaded == pytest.approx(metrics["backtest_rmspe"], rel=1e-4)
     return history, metrics
 
 
@@ -129,7 +129,7 @@ def test_train_rank_resumes_from_its_checkpoint(prepared, two_rank_run, tmp_path
     metrics = json.loads((tmp_path / "trained" / "metrics.json").read_text())
     assert metrics["epochs"] == 3 and metrics["best_val_exp_rmspe"] == min(history["val_exp_rmspe"])
     # the saved model is the best epoch, even when that epoch came from before the restart
-    assert metrics["val_rmspe"] == pytest.approx(metrics["best_val_exp_rmspe"], rel=0.05)
+    assert metrics["backtest_rmspe"] == pytest.approx(metrics["best_val_exp_rmspe"], rel=0.05)
 
 
 def test_fit_estimator_on_spark(spark, prepared, tmp_path, untrained_rmspe):

@@ -1,4 +1,8 @@
-"""The flagship, end to end, as a user runs it: ``pyflyte run workflows/rossmann.py wf`` and ``wf_mpi``."""
+"""The flagship, end to end, as a user runs it: ``pyflyte run workflows/rossmann.py wf`` and ``wf_mpi``.
+
+On synthetic data the generator knows the true test sales, so these runs check what matters: the submission's
+RMSPE on the test period against the perfect model's on the same rows, and that the backtest predicted it.
+"""
 
 import json
 import re
@@ -10,7 +14,8 @@ import pytest
 from rossmann import synthetic
 
 WORKFLOWS = "workflows/rossmann.py"
-SMALL = '{"n_stores": 16, "start": "2014-01-01", "epochs": 3}'
+# Another shape than the default data: other seed, more stores, other dates (the test period then holds Easter).
+OTHER_SHAPE = {"seed": 7, "n_stores": 70, "start": "2013-05-01", "end": "2015-03-14"}
 
 
 def _outputs(output: str):
@@ -30,32 +35,60 @@ def _check_submission(predictions: Path, data_dir: Path):
     assert (submission.loc[~submission["Id"].isin(closed), "Sales"] > 0).all()
 
 
-def test_default_wf_trains_close_to_the_noise_floor(pyflyte_run, tmp_path):
-    ran = pyflyte_run(WORKFLOWS, "wf", timeout=900)
+def _check_forecast(ran, epochs: int, data_dir: Path, route: str):
+    """The run's backtest predicted its test RMSPE within 15%, both are close to the perfect model's (measured
+    1.09-1.14x; the issue's target of 1.10x on the test period is not met yet, so this guards 1.20x), every epoch
+    printed one line, and the summary and the submission's score were printed."""
     assert ran.returncode == 0, ran.output[-4000:]
     model, predictions = _outputs(ran.output)
     metrics = json.loads((model / "metrics.json").read_text())
     history = json.loads((model / "history.json").read_text())
-    assert (model / "model" / "saved_model.pb").exists()
-    assert len(history["val_exp_rmspe"]) == metrics["epochs"] > 0
-    # the acceptance target is 2x the floor (measured 1.26x); this guard is looser so noise cannot flake it
-    assert metrics["val_rmspe"] < 3 * metrics["noise_floor_rmspe"], metrics
-    assert re.search(r"validation RMSPE [\d.]+ after \d+ epochs on 2 ranks; noise floor [\d.]+", ran.output)
+    assert metrics["route"] == route and metrics["ranks"] == 2
+    assert len(history["val_exp_rmspe"]) == metrics["epochs"] == epochs
+    assert abs(metrics["backtest_rmspe"] / metrics["test_rmspe"] - 1) <= 0.15, metrics
+    assert metrics["test_over_perfect"] <= 1.20 and metrics["backtest_over_perfect"] <= 1.20, metrics
+    epoch_lines = re.findall(r"rank 0: epoch (\d+)/(\d+): loss [\d.]+, backtest RMSPE [\d.]+, [\d.]+ s", ran.output)
+    assert epoch_lines == [(str(i), str(epochs)) for i in range(1, epochs + 1)], ran.output[-4000:]
+    assert re.search(r"backtest RMSPE [\d.]+ \(perfect model [\d.]+, [\d.]+x\); test RMSPE [\d.]+ \(perfect "
+                     r"model [\d.]+ on the same \d+ rows, [\d.]+x\)", ran.output)
+    scored = re.search(r"submission\.csv: test RMSPE ([\d.]+), perfect model ([\d.]+)", ran.output)
+    assert scored and float(scored.group(1)) == pytest.approx(metrics["test_rmspe"], abs=1e-4)
+    _check_submission(predictions, data_dir)
+    return metrics
+
+
+@pytest.mark.slow
+def test_default_wf_forecasts_the_test_period_close_to_the_perfect_model(pyflyte_run, tmp_path):
+    from workflows.rossmann import Hyperparameters
+
+    ran = pyflyte_run(WORKFLOWS, "wf", timeout=900)
     report = synthetic.generate(str(tmp_path), n_stores=50, seed=0)  # the same default data, regenerated
-    assert metrics["noise_floor_rmspe"] == pytest.approx(report.noise_floor_rmspe)
-    _check_submission(predictions, tmp_path)
+    metrics = _check_forecast(ran, Hyperparameters().epochs, tmp_path, "spark-estimator")
+    assert metrics["test_perfect_rmspe"] == pytest.approx(report.test_noise_floor_rmspe)
+    assert metrics["backtest_perfect_rmspe"] == pytest.approx(report.backtest_noise_floor_rmspe)
 
 
-def test_wf_mpi_trains_with_mpijob_ranks(pyflyte_run, tmp_path):
-    ran = pyflyte_run(WORKFLOWS, "wf_mpi", "--hp", SMALL, timeout=900)
-    assert ran.returncode == 0, ran.output[-4000:]
-    model, predictions = _outputs(ran.output)
-    metrics = json.loads((model / "metrics.json").read_text())
-    assert metrics["ranks"] == 2 and metrics["route"] == "horovod-ranks"
+@pytest.mark.slow
+def test_wf_mpi_forecasts_data_of_another_shape(pyflyte_run, tmp_path):
+    from workflows.rossmann import Hyperparameters
+
+    ran = pyflyte_run(WORKFLOWS, "wf_mpi", "--hp", json.dumps(OTHER_SHAPE), timeout=900)
     assert "[1]<stderr>:[rank 1/2]" in ran.output  # rank 1 really trained
-    assert metrics["val_rmspe"] < 4 * metrics["noise_floor_rmspe"], metrics
-    synthetic.generate(str(tmp_path), n_stores=16, start="2014-01-01", seed=0)
-    _check_submission(predictions, tmp_path)
+    synthetic.generate(str(tmp_path), **OTHER_SHAPE)
+    _check_forecast(ran, Hyperparameters().epochs, tmp_path, "horovod-ranks")
+
+
+@pytest.mark.slow
+def test_a_model_over_16_mb_trains_through_the_spark_route(pyflyte_run):
+    """Rank 0's result, the trained weights, is larger than Spark's direct task results (1 MB) and
+    spark.task.maxDirectResultSize: it must come through the driver's block manager."""
+    hp = {"hidden": [2048, 2048], "epochs": 1, "n_stores": 4, "start": "2015-01-01"}
+    ran = pyflyte_run(WORKFLOWS, "wf", "--hp", json.dumps(hp), timeout=900)
+    assert ran.returncode == 0, ran.output[-4000:]
+    model, _ = _outputs(ran.output)
+    weights = sum(f.stat().st_size for f in (model / "model" / "variables").iterdir())
+    assert weights > 16 * 2**20, weights
+    assert json.loads((model / "metrics.json").read_text())["epochs"] == 1
 
 
 def test_bad_input_fails_before_training_naming_file_and_column(pyflyte_run, tmp_path):
@@ -67,3 +100,20 @@ def test_bad_input_fails_before_training_naming_file_and_column(pyflyte_run, tmp
     flat = " ".join(ran.output.split())
     assert "RossmannDataError" in flat and "store.csv" in flat and "CompetitionDistance" in flat
     assert "launching" not in flat and "Horovod world" not in flat  # training never started
+
+
+@pytest.mark.parametrize("hp, message", [
+    ({"epoch": 3}, "unknown hyperparameter 'epoch': did you mean 'epochs'?"),
+    ({"ranks": 4}, "'ranks' is not a hyperparameter: the rank count is the training tasks' config: RANKS = 2 in "
+                   "workflows/rossmann.py"),
+    ({"learning_rate": -1}, "learning_rate=-1: must be in (0.0, inf)"),
+    ({"epochs": 0}, "epochs=0: must be at least 1"),
+    ({"batch_size": 0}, "batch_size=0: must be at least 1"),
+    ({"hidden": [256, "128"]}, "hidden width='128': must be an integer >= 1"),
+])
+def test_bad_hyperparameters_fail_before_any_task(pyflyte_run, hp, message):
+    ran = pyflyte_run(WORKFLOWS, "wf", "--hp", json.dumps(hp), timeout=120)
+    assert ran.returncode == 2, ran.output[-4000:]  # click's usage error
+    flat = " ".join(ran.output.replace("│", " ").split())
+    assert "Invalid value for '--hp'" in flat and message in flat, flat[-2000:]
+    assert "Running Execution" not in flat  # no task started, nothing was written

@@ -1,0 +1,78 @@
+"""Training defaults, and checks of run settings: known names, types and ranges, each failure naming the
+setting, its value and what is allowed, so that a bad setting stops a run before any data is written."""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# Defaults for a quick, accurate run (see docs/rossmann.md); the reference example's larger network
+# (rossmann.model.build_model's defaults: 1000-1000-1000-500, dropout 0.5) is slower and no better here.
+EPOCHS = 30
+BATCH_SIZE = 256
+LEARNING_RATE = 2e-3  # per rank
+HIDDEN = (256, 128)
+DROPOUT = 0.1
+
+
+class HyperparameterError(ValueError):
+    """A setting that is unknown, of the wrong type or out of range."""
+
+
+def check_names(given: Iterable[str], known: Iterable[str], moved: Mapping[str, str] | None = None) -> None:
+    """Every name in `given` must be in `known`; `moved` maps a former setting to where it is set now."""
+    known = list(known)
+    for name in given:
+        if name in known:
+            continue
+        if moved and name in moved:
+            raise HyperparameterError(f"{name!r} is not a hyperparameter: {moved[name]}")
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise HyperparameterError(f"unknown hyperparameter {name!r}: {hint}(known: {', '.join(known)})")
+
+
+def integer(name: str, value: Any, low: int) -> int:
+    """`value` if it is an integer >= low."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HyperparameterError(f"{name}={value!r}: must be an integer >= {low}")
+    if value < low:
+        raise HyperparameterError(f"{name}={value}: must be at least {low}")
+    return value
+
+
+def number(name: str, value: Any, low: float, high: float = math.inf, low_inclusive: bool = False) -> float:
+    """`value` as a float if it is a finite number in (low, high] (or [low, high] with low_inclusive)."""
+    allowed = f"{'[' if low_inclusive else '('}{low}, {high}{']' if high < math.inf else ')'}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise HyperparameterError(f"{name}={value!r}: must be a number in {allowed}")
+    above = value >= low if low_inclusive else value > low
+    if not (above and value <= high and math.isfinite(value)):
+        raise HyperparameterError(f"{name}={value}: must be in {allowed}")
+    return float(value)
+
+
+def widths(name: str, value: Any) -> list[int]:
+    """`value` if it is a list of layer widths, each an integer >= 1."""
+    if not isinstance(value, list) or not value:
+        raise HyperparameterError(f"{name}={value!r}: must be a non-empty list of layer widths, e.g. [256, 128]")
+    for width in value:
+        integer(f"{name} width", width, 1)
+    return value
+
+
+def date_range(start_name: str, start: Any, end_name: str, end: Any, min_days: int) -> tuple[str, str]:
+    """(start, end) if both are YYYY-MM-DD dates and the range has at least `min_days` days."""
+    days = []
+    for name, value in ((start_name, start), (end_name, end)):
+        try:
+            days.append(dt.date.fromisoformat(value))
+        except (TypeError, ValueError):
+            raise HyperparameterError(f"{name}={value!r}: must be a date YYYY-MM-DD") from None
+    if (days[1] - days[0]).days + 1 < min_days:
+        raise HyperparameterError(f"{start_name}={start}, {end_name}={end}: the range must span at least "
+                                  f"{min_days} days")
+    return start, end
