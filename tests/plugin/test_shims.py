@@ -47,7 +47,8 @@ def test_dispatch_execute_still_drops_pre_execute_attrs_with_decks_on():
 def test_the_executor_count_is_still_reachable_through_the_java_context():
     from pyspark.sql import SparkSession
 
-    # local mode has no executors to count; the call path through sc._jsc is what must still exist
+    # local mode has no executors to count; the call path through sc._jsc is what must still exist (a bare session:
+    # differs from a task's, since only the pyspark internals are under test here)
     spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
     try:
         assert _shims.executor_count(spark.sparkContext) == 0, (

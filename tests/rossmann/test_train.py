@@ -33,7 +33,10 @@ def untrained_rmspe(prepared):
 
 @pytest.fixture(scope="module")
 def spark():
-    """A local[2] session (an already active one, e.g. from conftest, is reused and left running)."""
+    """A local[2] session (an already active one, e.g. from conftest, is reused and left running).
+
+    Differs from a task's session only where the library is tested without a Flyte task around it: the 2 slots and
+    the venv's Python are what HorovodSpark(num_proc=2) sets up for a task (prepare_local_session)."""
     from pyspark.sql import SparkSession
 
     existing = SparkSession.getActiveSession()
