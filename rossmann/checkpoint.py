@@ -12,7 +12,7 @@ import math
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -59,9 +59,10 @@ class KeepBest(tf.keras.callbacks.Callback):
 class EpochCheckpoint(tf.keras.callbacks.Callback):
     """Writes a checkpoint after every epoch (put it after KeepBest, and use it on rank 0 only)."""
 
-    def __init__(self, directory: str | os.PathLike, keep_best: KeepBest, state: TrainState):
+    def __init__(self, directory: str | os.PathLike, keep_best: KeepBest, state: TrainState,
+                 saved: Callable[[Path], None] | None = None):
         super().__init__()
-        self.directory, self.keep_best, self.state = Path(directory), keep_best, state
+        self.directory, self.keep_best, self.state, self.saved = Path(directory), keep_best, state, saved
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
         for key, value in (logs or {}).items():
@@ -83,6 +84,8 @@ class EpochCheckpoint(tf.keras.callbacks.Callback):
         os.replace(tmp, current)
         shutil.rmtree(old, ignore_errors=True)
         log.info("checkpoint of epoch %d in %s", epoch + 1, current)
+        if self.saved is not None:
+            self.saved(self.directory)  # e.g. upload it to the task's Flyte checkpoint
 
 
 def read_state(directory: str | os.PathLike) -> TrainState | None:

@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,6 +236,7 @@ def train_rank(
     checkpoint_dir: str | os.PathLike | None = None,
     callbacks: Sequence[tf.keras.callbacks.Callback] = (),
     verbose: int = 0,
+    checkpoint_saved: Callable[[Path], None] | None = None,
 ) -> History:
     """Train as one Horovod rank; rank 0 writes the model directory to out_dir. Returns the history.
 
@@ -243,7 +244,8 @@ def train_rank(
     whole backtest split. `learning_rate` is per rank (scaled by the number of ranks here);
     `compression` is a horovod Compression (default none; hvd.Compression.fp16 halves allreduce bytes).
     With `checkpoint_dir`, rank 0 checkpoints every epoch there, and a run that finds a checkpoint
-    resumes after its last epoch (only rank 0 needs to see the directory). The saved model is the epoch
+    resumes after its last epoch (only rank 0 needs to see the directory); `checkpoint_saved(checkpoint_dir)` is
+    called on rank 0 after each epoch's checkpoint (to upload it, e.g. to Flyte's). The saved model is the epoch
     with the lowest val_exp_rmspe.
     """
     import horovod.tensorflow as hvd_tf
@@ -298,7 +300,7 @@ def train_rank(
         keep_best,
     ]
     if checkpoint_dir is not None and rank == 0:
-        rank_callbacks.append(EpochCheckpoint(checkpoint_dir, keep_best, state))
+        rank_callbacks.append(EpochCheckpoint(checkpoint_dir, keep_best, state, checkpoint_saved))
     fitted = model.fit(
         train_data,
         steps_per_epoch=steps,

@@ -9,10 +9,12 @@ Every task returns a directory (FlyteDirectory); the logic lives in the ``rossma
 """
 
 import dataclasses
+import functools
 import json
 import logging
 import os
 import re
+import time
 import typing
 import warnings
 
@@ -87,7 +89,29 @@ def _workdir(name: str) -> str:
     return path
 
 
+def timed(fn: typing.Callable) -> typing.Callable:
+    """A task body that prints one line when it starts and one when it ends, with its duration (where the body
+    runs on every rank, rank 0 alone prints)."""
+
+    @functools.wraps(fn)
+    def body(*args, **kwargs):
+        speaks = os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == "0"
+        say = functools.partial(print, flush=True) if speaks else (lambda *_: None)
+        say(f"[{fn.__name__}] started")
+        started = time.monotonic()
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException:
+            say(f"[{fn.__name__}] failed after {time.monotonic() - started:.1f} s")
+            raise
+        say(f"[{fn.__name__}] done in {time.monotonic() - started:.1f} s")
+        return result
+
+    return body
+
+
 @task(cache=False)
+@timed
 def get_data(data_dir: typing.Optional[FlyteDirectory], hp: Hyperparameters) -> FlyteDirectory:
     """The seven input CSV files: the given directory, or synthetic ones with a known noise floor."""
     from rossmann import report as rreport
@@ -104,6 +128,7 @@ def get_data(data_dir: typing.Optional[FlyteDirectory], hp: Hyperparameters) -> 
 
 
 @task(task_config=Spark(spark_conf=SPARK_CONF), requests=Resources(cpu="2", mem="6Gi"))
+@timed
 def prepare(data: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     """Validate and load the CSV files, engineer features on Spark, write Parquet + metadata.json."""
     from rossmann import data as rdata
@@ -116,6 +141,14 @@ def prepare(data: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     features.prepare(spark, raw, out, sample_rate=hp.sample_rate, seed=hp.seed, min_row_groups=max(8, RANKS))
     report.carry_synthetic_files(source, out)
     return FlyteDirectory(out)
+
+
+def _flyte_checkpoint() -> typing.Optional[flytekit.Checkpoint]:
+    """The task's Flyte checkpoint, or None where the execution has none."""
+    try:
+        return flytekit.current_context().checkpoint
+    except NotImplementedError:
+        return None
 
 
 def _report_training(model_dir: str, prepared_dir: str) -> None:
@@ -132,6 +165,7 @@ def _report_training(model_dir: str, prepared_dir: str) -> None:
 
 @task(task_config=HorovodSpark(num_proc=RANKS, spark_conf=SPARK_CONF), enable_deck=True,
       requests=Resources(cpu="2", mem="8Gi"))
+@timed
 def train(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     """Horovod on Spark: KerasEstimator on the prepared Parquet, one rank per Spark task of ``num_proc``."""
     from rossmann.train import fit_estimator
@@ -146,20 +180,30 @@ def train(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
 
 
 @task(task_config=MPIJob(worker=Worker(replicas=RANKS)), enable_deck=True, requests=Resources(cpu="2", mem="8Gi"))
+@timed
 def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
-    """The MPI route: this body runs on every rank; each reads its shard of the Parquet row groups."""
+    """The MPI route: this body runs on every rank; each reads its shard of the Parquet row groups.
+
+    Rank 0 saves a checkpoint after every epoch to the task's Flyte checkpoint; a retry (Flyte's ``retries``, after
+    a lost rank) starts from the previous attempt's and goes on after its last epoch."""
     import horovod.tensorflow.keras as hvd
     from rossmann.train import train_rank
 
-    out, prepared_dir = _workdir("model"), prepared.download()
+    hvd.init()
+    out, prepared_dir, checkpoint_dir = _workdir("model"), prepared.download(), _workdir("checkpoint")
+    checkpoint = _flyte_checkpoint()
+    if checkpoint is not None and hvd.rank() == 0 and checkpoint.restore(checkpoint_dir) is not None:
+        log.info("restored the previous attempt's checkpoint into %s", checkpoint_dir)
     train_rank(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size,
-               learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed, compression=compression())
+               learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed, compression=compression(),
+               checkpoint_dir=checkpoint_dir, checkpoint_saved=checkpoint.save if checkpoint is not None else None)
     if hvd.rank() == 0:
         _report_training(out, prepared_dir)
     return FlyteDirectory(out)
 
 
 @task(requests=Resources(cpu="2", mem="4Gi"))
+@timed
 def predict(prepared: FlyteDirectory, model: FlyteDirectory) -> FlyteDirectory:
     """Vectorised prediction of the test split; ``submission.csv`` (Id,Sales) with closed stores at 0."""
     from rossmann import report

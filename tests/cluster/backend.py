@@ -104,6 +104,7 @@ class Attempt:
     domain: str = "development"
     execution_id: str = "clustertest0001"
     attempt: int = 0
+    prev_checkpoint: Optional[Path] = None  # a retry: the previous attempt's checkpoint prefix
 
     def __post_init__(self):
         for sub in ("inputs", "outputs", "raw", "checkpoint"):
@@ -142,14 +143,14 @@ class Attempt:
         self.inputs_pb.write_bytes(LiteralMap(literals).to_flyte_idl().SerializeToString())
 
     def render(self, args: List[str]) -> List[str]:
-        """propeller's template rendering of container args (first attempt: no previous checkpoint)."""
+        """propeller's template rendering of container args (a first attempt has no previous checkpoint)."""
         values = {
             "input": str(self.inputs_pb),
             "inputprefix": str(self.inputs_pb.parent),
             "outputprefix": str(self.output_prefix),
             "rawoutputdataprefix": str(self.raw_output_prefix),
             "checkpointoutputprefix": str(self.checkpoint_prefix),
-            "prevcheckpointprefix": '""',
+            "prevcheckpointprefix": str(self.prev_checkpoint) if self.prev_checkpoint else '""',
             "perretryuniquekey": f"{self.execution_id}-n0-{self.attempt}",
         }
 

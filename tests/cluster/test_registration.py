@@ -131,11 +131,6 @@ ROSSMANN = "workflows.rossmann"
 ROSSMANN_RANKS = 2  # the design's default: 2 Horovod ranks in both training tasks
 
 
-@pytest.fixture(scope="module")
-def rossmann(tmp_path_factory):
-    return package("workflows", tmp_path_factory.mktemp("package-rossmann"))
-
-
 def _rossmann_design():
     from workflows import rossmann as r
 

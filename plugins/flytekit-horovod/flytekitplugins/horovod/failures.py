@@ -90,8 +90,18 @@ def this_host() -> str:
     return f"{name} ({address})" if address and address != name else name
 
 
+class LauncherStopped(FlyteRecoverableException):
+    """This rank was stopped by its launcher (SIGTERM): ``horovodrun`` and ``mpirun`` stop every rank when one
+    failed or was lost, so it is a consequence, and a retry may succeed."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 def classify(exc: BaseException) -> str:
     """The failure kind of an exception raised in a rank."""
+    if isinstance(exc, LauncherStopped):
+        return ECHO
     if isinstance(exc, FlyteRecoverableException):
         return RECOVERABLE_RAISED
     text = f"{type(exc).__name__}: {exc}"

@@ -1,6 +1,8 @@
 """The MPI route: a kfmpi-compatible ``MPIJob`` whose local runs start real Horovod ranks."""
 
+import contextlib
 import logging
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
@@ -11,7 +13,7 @@ from flytekit.core.base_task import IgnoreOutputs
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from .failures import RankFailures
+from .failures import LauncherStopped, RankFailures
 from .flyte_context import FlyteRankContext
 from .local_launcher import run_local
 from .rank import current_rank, launched_rank, launched_size, start_rank
@@ -99,6 +101,15 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     failures = RankFailures(f"{flytekit.current_context().raw_output_prefix.rstrip('/')}/horovod-failures")
     logger.info("rank %s of %s: running %s inside the launched world", rank, size, task.name)
     settings = task.task_config.horovod
+    stopped: List[bool] = []
+
+    def on_sigterm(signum, frame):
+        # the launcher stops every rank when one failed or was lost: fail as a recoverable consequence, at once,
+        # so that pyflyte-execute writes the error document before the launcher's SIGKILL follows
+        stopped.append(True)
+        raise LauncherStopped(f"rank {rank} was stopped by its launcher (SIGTERM): another rank failed or was lost")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         start_rank(settings)
         result = task._task_function(**kwargs)
@@ -110,8 +121,12 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
         failures.record_exception(rank, exc)
         if rank != 0:
             raise
-        _wait_for_other_failures(failures, timeout=5.0)
+        if not stopped:
+            with contextlib.suppress(LauncherStopped):
+                _wait_for_other_failures(failures, timeout=5.0)
         raise failures.error(exc) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if rank != 0:
         raise IgnoreOutputs(f"rank {rank}: only rank 0 writes the task's outputs")
     return result

@@ -1,0 +1,105 @@
+"""Retries that resume, run the way propeller runs them: the registered ``train_mpi`` task of
+``workflows/rossmann.py`` through the MPI operator's launcher command (real ``horovodrun -np 2 --gloo``, the
+task's controller). Attempt 1 loses
+rank 1 (SIGKILL, as the OOM killer does it) after its epoch-2 checkpoint reached the task's checkpoint prefix;
+the lost rank makes the error recoverable, so Flyte retries: attempt 2 runs with ``--prev-checkpoint`` set to
+attempt 1's checkpoint prefix, starts after the epoch attempt 1 saved last, and ends where an uninterrupted run
+ends."""
+
+import json
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+from flyteidl.core import errors_pb2
+
+from tests.cluster.backend import Attempt, mpi_launcher, value
+from tests.rossmann._fixtures import make_prepared
+
+EPOCHS = 5
+HP = {"epochs": EPOCHS, "batch_size": 128, "hidden": [32, 16]}
+
+
+def _inputs(template, attempt: Attempt, prepared: Path) -> None:
+    from flytekit.types.directory import FlyteDirectory
+
+    from workflows.rossmann import Hyperparameters
+
+    attempt.write_inputs(template, {"prepared": FlyteDirectory(str(prepared)), "hp": Hyperparameters(**HP)})
+
+
+def _epochs_saved(attempt: Attempt) -> int:
+    state = attempt.checkpoint_prefix / "current" / "state.json"
+    try:
+        return json.loads(state.read_text())["epochs_done"]
+    except (OSError, ValueError):
+        return 0
+
+
+def _rank_process(attempt: Attempt, rank: int) -> psutil.Process:
+    """The ``pyflyte-execute`` process of ``rank`` in this attempt (its command names the attempt's output prefix)."""
+    seen = []
+    for proc in psutil.process_iter():
+        try:
+            command, env = " ".join(proc.cmdline()), proc.environ()
+        except psutil.Error:
+            continue
+        if "pyflyte-execute" in command and str(attempt.output_prefix) in command:
+            launched = env.get("HOROVOD_RANK", env.get("OMPI_COMM_WORLD_RANK"))  # horovodrun's, or mpirun's
+            seen.append((proc.pid, launched))
+            if launched == str(rank):
+                return proc
+    raise AssertionError(f"no rank {rank} process of {attempt.output_prefix} found; seen (pid, rank): {seen}")
+
+
+def _model(attempt: Attempt) -> dict:
+    model = Path(value(attempt.outputs()["o0"]))
+    return {name: json.loads((model / name).read_text()) for name in ("metrics.json", "history.json")}
+
+
+def test_a_retry_after_a_lost_rank_resumes_from_the_previous_attempts_checkpoint(rossmann, tmp_path):
+    template = rossmann.task("workflows.rossmann.train_mpi")
+    prepared = make_prepared(tmp_path / "prepared")
+
+    first = Attempt(tmp_path / "attempt-1", execution_id="resume0001", attempt=0)
+    _inputs(template, first, prepared)
+    with ThreadPoolExecutor(1) as pool:
+        job = pool.submit(mpi_launcher, template, first, tmp_path, timeout=300)
+        deadline = time.monotonic() + 240
+        while _epochs_saved(first) < 2:
+            assert not job.done(), f"attempt 1 ended before its epoch-2 checkpoint:\n{job.result().output[-3000:]}"
+            assert time.monotonic() < deadline, "no epoch-2 checkpoint in the task's checkpoint prefix"
+            time.sleep(0.1)
+        _rank_process(first, 1).send_signal(signal.SIGKILL)
+        ran = job.result()
+    saved = _epochs_saved(first)
+    assert 2 <= saved < EPOCHS, saved
+    assert "outputs.pb" not in os.listdir(first.output_prefix), ran.output[-3000:]
+    assert "error.pb" in os.listdir(first.output_prefix), (ran.returncode, ran.output[-5000:])
+    error = errors_pb2.ErrorDocument.FromString((first.output_prefix / "error.pb").read_bytes()).error
+    assert error.kind == errors_pb2.ContainerError.RECOVERABLE, error.message[-2000:]  # so Flyte retries
+    # horovodrun stops rank 0 when rank 1 dies; rank 0 cannot see which rank it was, and says what it knows
+    assert "RankLostError" in error.message and "may have been killed or its host lost" in error.message, \
+        error.message[-2000:]
+
+    retry = Attempt(tmp_path / "attempt-2", execution_id="resume0001", attempt=1,
+                    prev_checkpoint=first.checkpoint_prefix)
+    _inputs(template, retry, prepared)
+    ran = mpi_launcher(template, retry, tmp_path, timeout=300)
+    assert ran.returncode == 0 and "error.pb" not in os.listdir(retry.output_prefix), ran.output[-4000:]
+    assert f"resuming after epoch {saved} of {EPOCHS}" in ran.output, ran.output[-4000:]
+    epochs_run = [line for line in ran.output.splitlines() if "rank 0: epoch" in line]
+    assert len(epochs_run) == EPOCHS - saved, epochs_run  # only the epochs attempt 1 had not finished
+    resumed = _model(retry)
+    assert len(resumed["history.json"]["val_loss"]) == resumed["metrics.json"]["epochs"] == EPOCHS
+
+    whole = Attempt(tmp_path / "uninterrupted", execution_id="resume0002")
+    _inputs(template, whole, prepared)
+    ran = mpi_launcher(template, whole, tmp_path, timeout=300)
+    assert ran.returncode == 0, ran.output[-4000:]
+    uninterrupted = _model(whole)
+    final = resumed["history.json"]["val_loss"][-1], uninterrupted["history.json"]["val_loss"][-1]
+    assert abs(final[0] / final[1] - 1) <= 0.02, final
