@@ -107,3 +107,21 @@ def test_a_ten_megabyte_rank_result_after_a_plain_spark_task_on_a_loopback_hostn
                       timeout=300)
     assert ran.returncode == 0, ran.output[-3000:]
     assert ast.literal_eval(_last_line(ran.output)) == [10, 10 * 1024 * 1024, 10 * 1024 * 1024]
+
+
+def test_the_store_syncs_each_epoch_quietly(tmp_path, capfd):
+    """Horovod's FilesystemStore prints "Syncing dir ..." after every epoch; the task's store copies the same way,
+    silently."""
+    from horovod.spark.common.store import FilesystemStore
+
+    from flytekitplugins.horovod.quiet_store import QuietStore
+
+    local = tmp_path / "local"
+    (local / "checkpoint").mkdir(parents=True)
+    (local / "checkpoint" / "weights.h5").write_bytes(b"w" * 100)
+    for store_class, name in ((FilesystemStore, "horovod"), (QuietStore, "quiet")):
+        store = store_class(str(tmp_path / name))
+        store.sync_fn("run1")(str(local))
+        assert (tmp_path / name / "runs" / "run1" / "checkpoint" / "weights.h5").read_bytes() == b"w" * 100
+        printed = capfd.readouterr().out
+        assert ("Syncing dir" in printed) == (store_class is FilesystemStore), printed

@@ -124,9 +124,13 @@ class HorovodSparkContext:
 
     def store(self, name: str = "store"):
         """A Horovod ``Store`` under this task's working area (local run) or raw output prefix (cluster)."""
-        from horovod.spark.common.store import Store
+        from horovod.spark.common.store import FilesystemStore, Store
 
-        return Store.create(f"{self.store_prefix}/{name}")
+        from .quiet_store import QuietStore
+
+        prefix = f"{self.store_prefix}/{name}"
+        store = Store.create(prefix)  # HDFS or DBFS as Horovod chooses; local paths and fsspec URLs quietly
+        return QuietStore(prefix) if type(store) is FilesystemStore else store
 
     def run(self, fn: Callable, kwargs: Optional[Dict[str, Any]] = None, all_ranks: bool = False):
         """Run ``fn(**kwargs)`` on ``num_proc`` ranks as Spark tasks; rank 0's result (or every rank's)."""
