@@ -3,6 +3,7 @@
 import contextlib
 import logging
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
@@ -109,7 +110,9 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
         stopped.append(True)
         raise LauncherStopped(f"rank {rank} was stopped by its launcher (SIGTERM): another rank failed or was lost")
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    # signal handlers can only be set from the main thread (where pyflyte-execute runs the task)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
     try:
         start_rank(settings)
         result = task._task_function(**kwargs)
@@ -126,7 +129,8 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
                 _wait_for_other_failures(failures, timeout=5.0)
         raise failures.error(exc) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if in_main:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     if rank != 0:
         raise IgnoreOutputs(f"rank {rank}: only rank 0 writes the task's outputs")
     return result
