@@ -53,9 +53,31 @@ def test_every_setting_becomes_env_and_flag():
         "--log-level", "DEBUG",
         "--verbose",
     ]
-    pairs = s.mpirun_args()
+    args = s.mpirun_args()
+    pairs, mca = args[:2 * len(s.env())], args[2 * len(s.env()):]
     assert pairs[::2] == ["-x"] * len(s.env())
     assert set(pairs[1::2]) == {f"{k}={v}" for k, v in s.env().items()}
+    assert mca == ["-mca", "oob_tcp_keepalive_time", "10", "-mca", "oob_tcp_keepalive_intvl", "5",
+                   "-mca", "oob_tcp_keepalive_probes", "6"]
+
+
+def test_mpirun_keepalive_outlasts_the_lost_rank_timeout_and_is_openmpis_own():
+    """mpirun must give up on a lost host's daemon only after rank 0 reported the lost rank (probes x interval >
+    lost_rank_timeout), within a minute by default, and with parameters this OpenMPI really has."""
+    import subprocess
+
+    for timeout in (5, 20.0, 45):
+        args = Horovod(lost_rank_timeout=timeout).mpirun_args()
+        mca = {args[i + 1]: int(args[i + 2]) for i in range(len(args)) if args[i] == "-mca"}
+        assert mca["oob_tcp_keepalive_intvl"] * mca["oob_tcp_keepalive_probes"] >= timeout + 10, (timeout, mca)
+    assert "-mca" not in Horovod(lost_rank_timeout=None).mpirun_args()
+    from flytekitplugins.horovod.settings import mpirun_notices_lost_host_within
+
+    assert mpirun_notices_lost_host_within(20.0) <= 45
+    known = subprocess.run(["ompi_info", "--param", "oob", "tcp", "--level", "9"], capture_output=True, text=True,
+                           check=True).stdout
+    for name in mca:
+        assert f'"{name}"' in known, f"OpenMPI has no MCA parameter {name}"
 
 
 def test_horovodrun_accepts_the_flags():
@@ -86,6 +108,8 @@ def test_horovodrun_accepts_the_flags():
         ({"cache_capacity": -5}, "cache_capacity=-5 must not be negative"),
         ({"cycle_time_ms": 0}, "cycle_time_ms=0 must be positive"),
         ({"start_timeout": 0}, "start_timeout=0 must be positive"),
+        ({"lost_rank_timeout": 0}, "lost_rank_timeout=0 must be positive"),
+        ({"lost_rank_timeout": "20"}, "lost_rank_timeout='20' must be float or None"),
         ({"log_level": "loud"}, "log_level='loud' is not one of"),
         ({"autotune_log_file": "x.csv"}, "autotune_log_file is set but autotune is off"),
         ({"timeline_mark_cycles": True}, "timeline_mark_cycles is set but timeline_filename is not"),

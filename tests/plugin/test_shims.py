@@ -55,3 +55,18 @@ def test_the_executor_count_is_still_reachable_through_the_java_context():
             f"pyspark {pyspark.__version__}: getExecutorMemoryStatus through sc._jsc changed; update _shims")
     finally:
         spark.stop()
+
+
+def test_the_error_document_helpers_of_pyflyte_execute_are_still_there():
+    """_shims.write_error_document builds the error document with pyflyte-execute's own helpers (the multi-host
+    pulled-cable tests read what it writes); an upgrade that renames one fails here, not on a cluster."""
+    import inspect
+
+    from flytekit.bin import entrypoint
+
+    for name, params in {"_get_worker_name": [], "_build_error_file_name": [], "get_traceback_str": ["e"],
+                         "get_container_error_timestamp": ["e"]}.items():
+        fn = getattr(entrypoint, name, None)
+        assert fn is not None, f"flytekit {flytekit.__version__}: entrypoint.{name} is gone; update _shims"
+        assert list(inspect.signature(fn).parameters) == params, f"entrypoint.{name} changed its parameters"
+    assert entrypoint._build_error_file_name() == "error.pb"

@@ -1,7 +1,9 @@
 """Rank 1 dies without an exception (``os._exit`` or SIGKILL) after the first allreduce, as with the OOM killer or a
-native crash; rank 0 goes on until it notices. Run as a user would run a script:
+native crash, or freezes (SIGSTOP: alive, silent, like a rank whose host is gone); rank 0 goes on until it notices.
+Run as a user would run a script:
 
-    python dying_rank.py ROUTE HOW      ROUTE: gloo | mpi (local processes) | spark (Spark tasks); HOW: exit | kill
+    python dying_rank.py ROUTE HOW      ROUTE: gloo | mpi (local processes) | spark (Spark tasks)
+                                        HOW: exit | kill | stop
 
 Prints ``ERROR <type>`` and the error's message, or ``NO ERROR``.
 """
@@ -22,7 +24,7 @@ def rank_one_dies(how: str) -> int:
     if hvd.rank() == 1:
         if how == "exit":
             os._exit(3)
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGSTOP if how == "stop" else signal.SIGKILL)
     for _ in range(1000):
         hvd.allreduce(tf.constant(1.0))
     return hvd.rank()
@@ -31,7 +33,7 @@ def rank_one_dies(how: str) -> int:
 if __name__ == "__main__":
     route, how = sys.argv[1], sys.argv[2]
     runner = HorovodRunner(np=2 if route == "spark" else -2,
-                           settings=Horovod(controller="mpi" if route == "mpi" else "gloo"))
+                           settings=Horovod(controller="mpi" if route == "mpi" else "gloo", lost_rank_timeout=5))
     try:
         runner.run(rank_one_dies, how=how)
         print("NO ERROR")

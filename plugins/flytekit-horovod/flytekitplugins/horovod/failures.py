@@ -108,8 +108,9 @@ def classify(exc: BaseException) -> str:
     return ECHO if any(marker in text for marker in ECHO_MARKERS) else RAISED
 
 
-def record_failure(folder: str, rank: int, kind: str, text: str, replace: bool = True) -> None:
-    """Write one rank's failure record into ``folder`` (whole, then renamed), from this host.
+def record_failure(folder: str, rank: int, kind: str, text: str, replace: bool = True,
+                   host: Optional[str] = None) -> None:
+    """Write one rank's failure record into ``folder`` (whole, then renamed); its host is this one unless given.
 
     A plain function (not a ``RankFailures`` method) so that Spark tasks can run it pickled by value without the
     error classes, which import flytekit.
@@ -121,7 +122,7 @@ def record_failure(folder: str, rank: int, kind: str, text: str, replace: bool =
     fs.makedirs(root, exist_ok=True)
     tmp = f"{root}/.tmp-rank-{rank}-{os.getpid()}"
     # a plain dict: a dataclass pickled by value into a Spark task loses its fields (asdict gives {})
-    record = {"rank": rank, "host": this_host(), "time": time.time(), "kind": kind, "text": text}
+    record = {"rank": rank, "host": host or this_host(), "time": time.time(), "kind": kind, "text": text}
     fs.pipe_file(tmp, json.dumps(record).encode())
     fs.mv(tmp, path)
 
@@ -133,9 +134,10 @@ class RankFailures:
         self.folder = folder.rstrip("/")
         self.fs, _, (self.root,) = fsspec.get_fs_token_paths(self.folder)
 
-    def record(self, rank: int, kind: str, text: str, replace: bool = True) -> None:
-        """Write rank ``rank``'s failure; with ``replace=False`` only if it has none yet."""
-        record_failure(self.folder, rank, kind, text, replace)
+    def record(self, rank: int, kind: str, text: str, replace: bool = True, host: Optional[str] = None) -> None:
+        """Write rank ``rank``'s failure (on ``host``, default this one); with ``replace=False`` only if it has none
+        yet."""
+        record_failure(self.folder, rank, kind, text, replace, host)
 
     def record_exception(self, rank: int, exc: BaseException) -> None:
         """Record what a rank raised, its traceback starting at the first frame outside this plugin."""

@@ -2,6 +2,7 @@
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -11,14 +12,16 @@ from typing import Any, Callable, Dict, List
 from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
 from flytekit.core.base_task import IgnoreOutputs
+from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from .failures import LauncherStopped, RankFailures
+from . import _shims
+from .failures import LauncherStopped, RankFailures, RankLostError
 from .flyte_context import FlyteRankContext
 from .local_launcher import run_local
-from .rank import current_rank, launched_rank, launched_size, start_rank
-from .settings import Horovod, HorovodConfigError
+from .rank import current_rank, launched_rank, launched_size, start_liveness, start_rank
+from .settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -113,8 +116,22 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     # signal handlers can only be set from the main thread (where pyflyte-execute runs the task)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
+    ctx = FlyteContextManager.current_context()
+    liveness = None
+
+    def report_lost_rank() -> None:  # from the liveness thread: this rank's main thread is stuck in a collective
+        _shims.write_error_document(ctx, failures.error(RankLostError("a rank was lost")))
+        if "OMPI_COMM_WORLD_RANK" in os.environ:
+            # stay until mpirun stops this rank: its exit would make mpirun send to the lost host's daemon, and data
+            # in flight turns TCP keepalive off, so mpirun would wait out TCP's retransmissions (~15 min) instead of
+            # noticing the loss by keepalive (see Horovod.mpirun_args); if it does not (no host was lost, only a
+            # rank's process stopped), exit after all
+            logger.error("rank 0: waiting for mpirun to notice the lost host and stop the job")
+            time.sleep(mpirun_notices_lost_host_within(settings.lost_rank_timeout))
+
     try:
         start_rank(settings)
+        liveness = start_liveness(settings, rank, size, failures, report_lost_rank)
         result = task._task_function(**kwargs)
         rank = current_rank(settings, rank)
         hvd = settings.module()
@@ -129,6 +146,8 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
                 _wait_for_other_failures(failures, timeout=5.0)
         raise failures.error(exc) from None
     finally:
+        if liveness is not None:
+            liveness.stop()
         if in_main:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     if rank != 0:

@@ -15,8 +15,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
-from .failures import RankFailures
+from .failures import LOST, RankFailures, this_host
 from .flyte_context import FlyteRankContext
+from .liveness import Liveness, LostRank
 from .processes import die_with_launcher
 from .settings import SETTINGS_ENV, Horovod
 
@@ -100,6 +101,37 @@ def start_rank(settings: Horovod) -> Tuple[int, int]:
     return rank, size
 
 
+def start_liveness(settings: Horovod, rank: int, size: int, failures: RankFailures,
+                   report: Callable[[], None] = lambda: None) -> Optional[Liveness]:
+    """Start this rank's heartbeat (a collective: every rank calls it right after ``start_rank``), unless the
+    settings turn it off, the body initialises Horovod itself, the world has one rank or is elastic.
+
+    When rank 0 finds a rank lost it records that rank's failure, calls ``report`` and ends its process at once (its
+    main thread is stuck in a collective); a rank that lost rank 0 ends without a record (it cannot tell whether
+    rank 0's host or its own went away; rank 0's launcher reports)."""
+    hvd = settings.module()
+    if settings.lost_rank_timeout is None or hvd is None or size < 2 or os.environ.get("HOROVOD_ELASTIC") == "1":
+        return None
+    host = this_host()
+
+    def on_lost(lost: LostRank) -> None:
+        if rank == 0:
+            text = lost.describe(f"rank 0 on {host}")
+            logger.error("%s; failing the task", text)
+            failures.record(lost.rank, LOST, text, host=lost.host, replace=False)
+            report()
+        else:
+            logger.error("%s; stopping this rank", lost.describe(f"rank {rank} on {host}"))
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(1)
+
+    liveness = Liveness(rank, size, host, settings.lost_rank_timeout, on_lost)
+    liveness.start(hvd)
+    return liveness
+
+
 def current_rank(settings: Horovod, fallback: int) -> int:
     """This process's rank now: elastic jobs renumber their ranks when workers leave or join."""
     hvd = settings.module()
@@ -109,8 +141,11 @@ def current_rank(settings: Horovod, fallback: int) -> int:
 def run_rank(job: RankJob) -> Optional[RankResult]:
     """Run a job in this rank process: start the rank, the function, and record a failure before re-raising."""
     rank = launched_rank() or 0
+    failures = RankFailures(job.failure_dir)
+    liveness = None
     try:
-        rank, _ = start_rank(job.settings)
+        rank, size = start_rank(job.settings)
+        liveness = start_liveness(job.settings, rank, size, failures)
         fn = cloudpickle.loads(job.fn)
         if job.flyte is None:
             value, decks = fn(**job.kwargs), []
@@ -123,8 +158,11 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
             return RankResult(value, decks)
         return RankResult(value) if job.all_ranks else None
     except BaseException as exc:  # report, then let the launcher see the failure
-        RankFailures(job.failure_dir).record_exception(rank, exc)
+        failures.record_exception(rank, exc)
         raise
+    finally:
+        if liveness is not None:
+            liveness.stop()
 
 
 def import_path(fn: Callable) -> str:
@@ -217,9 +255,3 @@ def read_results(result_dir: str, num_proc: int) -> List[Optional[RankResult]]:
         else:
             results.append(None)
     return results
-
-
-def run_rank_in_world(fn: Callable, kwargs: Dict[str, Any], settings: Horovod) -> Any:
-    """Run ``fn`` once in this process, one rank of a world a launcher (mpirun, horovodrun) already started."""
-    start_rank(settings)
-    return fn(**kwargs)

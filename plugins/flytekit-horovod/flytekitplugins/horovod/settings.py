@@ -3,6 +3,7 @@
 import dataclasses
 import importlib
 import json
+import math
 import os
 import typing
 from dataclasses import dataclass
@@ -75,6 +76,9 @@ class Horovod:
         fp16_compression: compress gradients to fp16 for allreduce; read it in the task body through
             ``compression()`` and pass it to ``hvd.DistributedOptimizer(..., compression=...)``.
         start_timeout: seconds to wait for all ranks to start before failing.
+        lost_rank_timeout: seconds rank 0 waits to hear from a rank before it fails the task naming that rank and
+            its host as lost (a host or network link gone, a frozen process); None turns the check off. Horovod's
+            collectives alone would wait forever (MPI) or blame the rank that waited (Gloo).
         log_level: Horovod's own log level (TRACE, DEBUG, INFO, WARNING, ERROR, FATAL).
         verbose: make the launchers log what they start (commands, hosts, environment) and pass
             ``--verbose`` to horovodrun / a verbose level to horovod.spark.
@@ -93,6 +97,7 @@ class Horovod:
     hierarchical_allgather: bool = False
     fp16_compression: bool = False
     start_timeout: int = 60
+    lost_rank_timeout: Optional[float] = 20.0
     log_level: Optional[str] = None
     verbose: bool = False
 
@@ -119,6 +124,8 @@ class Horovod:
             problems.append(f"cycle_time_ms={self.cycle_time_ms} must be positive")
         if self.start_timeout <= 0:
             problems.append(f"start_timeout={self.start_timeout} must be positive (seconds)")
+        if self.lost_rank_timeout is not None and self.lost_rank_timeout <= 0:
+            problems.append(f"lost_rank_timeout={self.lost_rank_timeout} must be positive (seconds) or None")
         if self.log_level is not None and self.log_level.upper() not in LOG_LEVELS:
             problems.append(f"log_level={self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
         if self.autotune_log_file and not self.autotune:
@@ -151,10 +158,14 @@ class Horovod:
         return args
 
     def mpirun_args(self) -> List[str]:
-        """``mpirun`` ``-x VAR=value`` pairs that export these settings to every rank."""
+        """``mpirun`` ``-x VAR=value`` pairs that export these settings to every rank, and the TCP keepalive of
+        mpirun's connections to its remote daemons (see ``lost_rank_timeout``)."""
         args: List[str] = []
         for name, value in sorted(self.env().items()):
             args += ["-x", f"{name}={value}"]
+        if self.lost_rank_timeout is not None:
+            for name, value in _daemon_keepalive(self.lost_rank_timeout).items():
+                args += ["-mca", name, str(value)]
         return args
 
     def check_paths(self) -> None:
@@ -190,6 +201,24 @@ class Horovod:
     @classmethod
     def from_json(cls, text: str) -> "Horovod":
         return cls(**json.loads(text))
+
+
+def _daemon_keepalive(lost_rank_timeout: float) -> Dict[str, int]:
+    """OpenMPI's TCP keepalive for mpirun's connections to the daemons on the other hosts.
+
+    When a host is lost, rank 0 reports it after ``lost_rank_timeout`` s and exits; mpirun then waits for the lost
+    host's daemon, by default for up to 8 minutes (keepalive after 300 s idle, 9 probes 20 s apart). Here it gives
+    up between ``probes * 5`` and ``10 + probes * 5`` s after the loss: always after rank 0 has reported (so mpirun's
+    own abort cannot kill rank 0 first), 30 to 40 s for the default timeout.
+    """
+    probes = math.ceil((lost_rank_timeout + 10) / 5)
+    return {"oob_tcp_keepalive_time": 10, "oob_tcp_keepalive_intvl": 5, "oob_tcp_keepalive_probes": probes}
+
+
+def mpirun_notices_lost_host_within(lost_rank_timeout: float) -> float:
+    """Seconds after a host's loss by which mpirun, with ``_daemon_keepalive``, has given up on its daemon."""
+    keepalive = _daemon_keepalive(lost_rank_timeout)
+    return keepalive["oob_tcp_keepalive_time"] + keepalive["oob_tcp_keepalive_intvl"] * keepalive["oob_tcp_keepalive_probes"]
 
 
 def _type_problems(obj: Any) -> List[str]:
