@@ -39,6 +39,7 @@ def write_error_document(ctx: Any, error: BaseException) -> None:
     from flytekit.models.core import errors, execution
 
     wrapped = FlyteUserRuntimeException(error)
+    wrapped.__cause__ = error  # as `raise ... from` in flytekit's dispatch: the trace shows the error itself
     recoverable = isinstance(error, FlyteRecoverableException)
     document = errors.ErrorDocument(errors.ContainerError(
         code=wrapped.error_code,

@@ -80,13 +80,12 @@ class RankFailure:
 def this_host() -> str:
     """How a person finds this machine: ``hostname (address)``, the address its ranks are known by (Horovod's
     ``HOROVOD_HOSTNAME``) or else its first non-loopback address."""
-    import psutil
+    from .liveness import ipv4_addresses
 
     name = socket.gethostname()
     address = os.environ.get("HOROVOD_HOSTNAME", "")
     if not address or address.startswith("127.") or address == "localhost":
-        address = next((a.address for addresses in psutil.net_if_addrs().values() for a in addresses
-                        if a.family == socket.AF_INET and not a.address.startswith("127.")), "")
+        address = next(iter(ipv4_addresses()), "")
     return f"{name} ({address})" if address and address != name else name
 
 

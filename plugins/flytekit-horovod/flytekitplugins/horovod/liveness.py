@@ -5,21 +5,29 @@ the rank that waited. Here rank 0 notices a rank it has not heard from for ``tim
 with its host, as lost; a rank that has not heard from rank 0 for as long stops. A rank whose process ends closes its
 connection, which is not a loss: its launcher reports how it ended.
 
+Rank 0 publishes where it listens in a folder every rank reaches (the job's failure folder, a local path or any
+fsspec URL), so no framework collective runs before the body (that would start TensorFlow's runtime before the body
+picks its GPU). The heartbeat runs in daemon threads; only the first connection happens before the body.
+
 No flytekit import: rank processes started by Spark tasks use this module.
 """
 
 import contextlib
+import json
 import logging
 import selectors
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional
+
+import fsspec
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
 BEAT_S = 1.0  # how often a rank says it is alive, and rank 0 checks who went silent
+ADDRESS_FILE = "liveness-rank-0.json"  # in the shared folder: rank 0's addresses and port
 
 
 @dataclass
@@ -39,76 +47,94 @@ OnLost = Callable[[LostRank], None]
 
 
 class Liveness:
-    """The heartbeat of one rank; ``start`` is a collective (every rank calls it once, after ``hvd.init()``)."""
+    """The heartbeat of one rank: ``start`` right after ``hvd.init()`` on every rank, ``stop`` when the body ended.
 
-    def __init__(self, rank: int, size: int, host: str, timeout: float, on_lost: OnLost):
+    ``on_lost`` runs in a thread of its own (rank 0 goes on answering the other ranks meanwhile) and is expected to
+    end the process."""
+
+    def __init__(self, rank: int, size: int, host: str, timeout: float, folder: str, on_lost: OnLost):
         self.rank, self.size, self.host, self.timeout, self.on_lost = rank, size, host, timeout, on_lost
+        self.folder = folder.rstrip("/")
         self._stop = threading.Event()
         self._sockets: List[socket.socket] = []
+        self._lost = threading.Lock()
 
-    def start(self, hvd: Any) -> None:
-        """Rank 0 listens and broadcasts where; the others connect to it. Both then beat in a daemon thread."""
-        listener = None
-        offer: Tuple[List[str], int] = ([], 0)
+    def start(self) -> None:
+        """Rank 0 listens and publishes where; any other rank connects and says hello (so it is watched from its
+        first step on). Then the heartbeat runs in a daemon thread."""
         if self.rank == 0:
             listener = socket.create_server(("", 0), backlog=max(self.size, 8))
             self._sockets.append(listener)
-            offer = (_local_addresses(), listener.getsockname()[1])
-        addresses, port = hvd.broadcast_object(offer, root_rank=0, name="flytekitplugins.horovod.liveness")
-        if self.rank == 0:
+            fs, _, (root,) = fsspec.get_fs_token_paths(self.folder)
+            fs.makedirs(root, exist_ok=True)
+            fs.pipe_file(f"{root}/{ADDRESS_FILE}", json.dumps(
+                {"addresses": ipv4_addresses() + ["127.0.0.1"], "port": listener.getsockname()[1]}).encode())
             target, args = self._serve, (listener,)
         else:
-            conn = _connect(addresses, port)
+            conn = self._connect()
             if conn is None:
-                logger.warning("rank %d: cannot reach rank 0's liveness port (%s, port %d); this rank runs without "
-                               "a liveness check", self.rank, ", ".join(addresses), port)
                 return
-            conn.sendall(f"{self.rank} {self.host}\n".encode())
             self._sockets.append(conn)
+            conn.sendall(f"{self.rank} {self.host}\n".encode())
             target, args = self._beat, (conn,)
-        threading.Thread(target=target, args=args, name="horovod-liveness", daemon=True).start()
+        threading.Thread(target=self._guarded, args=(target, *args), name="horovod-liveness", daemon=True).start()
 
     def stop(self) -> None:
-        """Close the connections: the other ranks see an ended rank, not a lost one."""
+        """End the heartbeat: the other ranks see an ended rank (a closed connection), not a lost one."""
         self._stop.set()
-        for sock in self._sockets:
-            sock.close()
+        for sock in list(self._sockets):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _guarded(self, target: Callable[[socket.socket], None], sock: socket.socket) -> None:
+        try:
+            target(sock)
+        except Exception:  # the heartbeat must never take the rank down by itself
+            if not self._stop.is_set():
+                logger.warning("rank %d: the liveness check stopped", self.rank, exc_info=True)
+        finally:
+            for sock in self._sockets:
+                sock.close()
+
+    def _report(self, lost: LostRank) -> None:
+        if self._lost.acquire(blocking=False) and not self._stop.is_set():  # once
+            threading.Thread(target=self.on_lost, args=(lost,), name="horovod-lost-rank", daemon=True).start()
 
     def _serve(self, listener: socket.socket) -> None:
-        """Rank 0: accept the ranks, echo their beats, report the first one silent for ``timeout`` s."""
-        selector = selectors.DefaultSelector()
-        selector.register(listener, selectors.EVENT_READ)
+        """Rank 0: accept the ranks, echo their beats, report one silent for ``timeout`` s."""
+        started, warned = time.monotonic(), False
         peers: Dict[socket.socket, _Peer] = {}
-        while not self._stop.is_set():
-            try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(listener, selectors.EVENT_READ)
+            while not self._stop.is_set():
                 events = selector.select(BEAT_S)
-            except (OSError, ValueError):  # closed by stop()
-                return
-            now = time.monotonic()
-            for key, _ in events:
-                if key.fileobj is listener:
-                    with contextlib.suppress(OSError):
+                now = time.monotonic()
+                for key, _ in events:
+                    if key.fileobj is listener:
                         conn, _ = listener.accept()
+                        self._sockets.append(conn)
                         selector.register(conn, selectors.EVENT_READ)
                         peers[conn] = _Peer(now)
-                    continue
-                conn, peer = key.fileobj, peers[key.fileobj]
-                data = _receive(conn)
-                if not data:  # the rank's process ended: its launcher reports how
-                    selector.unregister(conn)
-                    conn.close()
-                    peers.pop(conn)
-                    continue
-                peer.heard(data, now)
-                with contextlib.suppress(OSError):
-                    conn.sendall(b".")
-            for peer in peers.values():
-                if peer.rank is not None and now - peer.last > self.timeout and not self._stop.is_set():
-                    self.on_lost(LostRank(peer.rank, peer.host, now - peer.last))
-                    return
+                        continue
+                    conn, peer = key.fileobj, peers[key.fileobj]
+                    data = _receive(conn)
+                    if not data:  # the rank's process ended: its launcher reports how
+                        selector.unregister(conn)
+                        peers.pop(conn)
+                        continue
+                    peer.heard(data, now)
+                    with contextlib.suppress(OSError):
+                        conn.sendall(b".")
+                for peer in peers.values():
+                    if peer.rank is not None and now - peer.last > self.timeout:
+                        self._report(LostRank(peer.rank, peer.host, now - peer.last))
+                if not warned and now - started > self.timeout and len(peers) < self.size - 1:
+                    warned = True
+                    logger.warning("rank 0: only %d of the other %d ranks reached its liveness port; the others are "
+                                   "not watched", len(peers), self.size - 1)
 
     def _beat(self, conn: socket.socket) -> None:
-        """Any other rank: a beat a second; stop (``on_lost``) when rank 0 has been silent for ``timeout`` s."""
+        """Any other rank: a beat a second; report rank 0 when silent for ``timeout`` s."""
         last = time.monotonic()
         conn.settimeout(BEAT_S)
         while not self._stop.is_set():
@@ -117,17 +143,33 @@ class Liveness:
                 data = conn.recv(4096)
             except socket.timeout:
                 data = None
-            except OSError:  # rank 0's process ended, or stop() closed the socket
+            except OSError:  # rank 0's process ended, or stop()
                 return
             now = time.monotonic()
-            if data == b"":
+            if data == b"":  # rank 0's process ended
                 return
             if data:
                 last = now
                 time.sleep(max(0.0, BEAT_S - (time.monotonic() - now)))
-            elif now - last > self.timeout and not self._stop.is_set():
-                self.on_lost(LostRank(0, "rank 0's host", now - last))
+            elif now - last > self.timeout:
+                self._report(LostRank(0, "rank 0's host", now - last))
                 return
+
+    def _connect(self) -> Optional[socket.socket]:
+        """Rank 0's liveness port, from the address it published; retried until it answers or ``timeout`` passes."""
+        fs, _, (root,) = fsspec.get_fs_token_paths(self.folder)
+        deadline = time.monotonic() + max(self.timeout, 60.0)
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+                fs.invalidate_cache()
+                where = json.loads(fs.cat(f"{root}/{ADDRESS_FILE}").decode())
+                for address in where["addresses"]:
+                    with contextlib.suppress(OSError):
+                        return socket.create_connection((address, where["port"]), timeout=3)
+            time.sleep(0.1)
+        if not self._stop.is_set():
+            logger.warning("rank %d: rank 0's liveness port was not reachable; this rank runs unwatched", self.rank)
+        return None
 
 
 class _Peer:
@@ -141,7 +183,7 @@ class _Peer:
         if self.rank is None:
             self._hello += data
             if b"\n" in self._hello:
-                rank, _, host = self._hello.split(b"\n", 1)[0].decode().partition(" ")
+                rank, _, host = self._hello.split(b"\n", 1)[0].decode("utf-8", "replace").partition(" ")
                 self.rank, self.host = int(rank), host
 
 
@@ -152,19 +194,9 @@ def _receive(conn: socket.socket) -> bytes:
         return b""
 
 
-def _local_addresses() -> List[str]:
-    """Where the other ranks may reach this host: its non-loopback IPv4 addresses, then loopback."""
+def ipv4_addresses() -> List[str]:
+    """This host's non-loopback IPv4 addresses."""
     import psutil
 
-    found = [a.address for addresses in psutil.net_if_addrs().values() for a in addresses
-             if a.family == socket.AF_INET and not a.address.startswith("127.")]
-    return found + ["127.0.0.1"]
-
-
-def _connect(addresses: List[str], port: int) -> Optional[socket.socket]:
-    for address in addresses:
-        try:
-            return socket.create_connection((address, port), timeout=3)
-        except OSError:
-            continue
-    return None
+    return [a.address for addresses in psutil.net_if_addrs().values() for a in addresses
+            if a.family == socket.AF_INET and not a.address.startswith("127.")]

@@ -103,32 +103,33 @@ def start_rank(settings: Horovod) -> Tuple[int, int]:
 
 def start_liveness(settings: Horovod, rank: int, size: int, failures: RankFailures,
                    report: Callable[[], None] = lambda: None) -> Optional[Liveness]:
-    """Start this rank's heartbeat (a collective: every rank calls it right after ``start_rank``), unless the
-    settings turn it off, the body initialises Horovod itself, the world has one rank or is elastic.
+    """Start this rank's heartbeat (see ``liveness``) right after ``start_rank``, unless the settings turn it off,
+    the body initialises Horovod itself, or the world has one rank or is elastic (Horovod's elastic driver handles
+    lost hosts).
 
-    When rank 0 finds a rank lost it records that rank's failure, calls ``report`` and ends its process at once (its
-    main thread is stuck in a collective); a rank that lost rank 0 ends without a record (it cannot tell whether
-    rank 0's host or its own went away; rank 0's launcher reports)."""
-    hvd = settings.module()
-    if settings.lost_rank_timeout is None or hvd is None or size < 2 or os.environ.get("HOROVOD_ELASTIC") == "1":
+    When rank 0 finds a rank lost it records that rank's failure, calls ``report`` (which may wait) and ends its
+    process (its main thread is stuck in a collective); a rank that lost rank 0 ends without a record: it cannot
+    tell whether rank 0's host or its own went away, and rank 0's launcher reports."""
+    if settings.lost_rank_timeout is None or settings.framework is None or size < 2 \
+            or os.environ.get("HOROVOD_ELASTIC") == "1":
         return None
     host = this_host()
 
     def on_lost(lost: LostRank) -> None:
-        if rank == 0:
-            text = lost.describe(f"rank 0 on {host}")
-            logger.error("%s; failing the task", text)
-            failures.record(lost.rank, LOST, text, host=lost.host, replace=False)
-            report()
-        else:
-            logger.error("%s; stopping this rank", lost.describe(f"rank {rank} on {host}"))
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(1)
+        try:
+            if rank == 0:
+                text = lost.describe(f"rank 0 on {host}")
+                logger.error("%s; failing the task", text)
+                failures.record(lost.rank, LOST, text, host=lost.host, replace=False)
+                report()
+            else:
+                logger.error("%s; stopping this rank", lost.describe(f"rank {rank} on {host}"))
+        finally:
+            flush_streams()
+            os._exit(1)
 
-    liveness = Liveness(rank, size, host, settings.lost_rank_timeout, on_lost)
-    liveness.start(hvd)
+    liveness = Liveness(rank, size, host, settings.lost_rank_timeout, failures.folder, on_lost)
+    liveness.start()
     return liveness
 
 
@@ -230,10 +231,14 @@ def exit_now(code: int) -> None:
     try:
         atexit._run_exitfuncs()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
+        flush_streams()
         os._exit(code)
+
+
+def flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
 
 
 def write_file(path: str, data: bytes) -> None:
