@@ -1,7 +1,9 @@
 """The MPI route run locally: real Horovod ranks through ``pyflyte run``, as a user runs it."""
 
+import html
 import json
 import re
+from pathlib import Path
 
 FLOWS = "tests/plugin/flows/mpi_flows.py"
 
@@ -13,7 +15,8 @@ def _world(output: str):
 
 
 def test_two_worker_replicas_allreduce(pyflyte_run):
-    ran = pyflyte_run(FLOWS, "two_workers_wf")
+    # every rank's lines on the console (FLYTE_HOROVOD_VERBOSE=1), so this shows rank 1 ran and its lines are prefixed
+    ran = pyflyte_run(FLOWS, "two_workers_wf", env={"FLYTE_HOROVOD_VERBOSE": "1"})
     assert ran.returncode == 0, ran.output[-3000:]
     total, size, execution = _world(ran.output)
     assert (total, size) == (3.0, 2)
@@ -43,6 +46,27 @@ def test_settings_reach_every_rank_and_timeline_is_written(pyflyte_run, tmp_path
     text = text.rstrip()
     events = json.loads(text if text.endswith("]") else text.rstrip(",") + "]")  # open while Horovod runs
     assert any("ALLREDUCE" in json.dumps(e) for e in events)
+
+
+def test_rank_zero_on_the_console_every_rank_in_the_log_and_the_horovod_deck(pyflyte_run, tmp_path):
+    """The console shows rank 0's lines only; the "Horovod" Deck (and the log file it names) has every rank's, the
+    timeline's totals and the autotune log. With FLYTE_HOROVOD_VERBOSE=1 the console shows every rank's too."""
+    env = {"TEST_HOROVOD_TIMELINE": str(tmp_path / "timeline.json"),
+           "TEST_HOROVOD_AUTOTUNE_LOG": str(tmp_path / "autotune.csv")}
+    ran = pyflyte_run(FLOWS, "settings_wf", env=env, wrap=lambda cmd: [cmd[0], "-vv", *cmd[1:]])  # logs the Deck path
+    assert ran.returncode == 0, ran.output[-3000:]
+    assert "rank 0 says hello" in ran.output and "rank 1 says hello" not in ran.output, ran.output[-3000:]
+    logged = re.search(r"settings_seen task creates flyte deck\s+html\s+to\s+file://(.+?deck\.html)", ran.output, re.S)
+    deck = Path(re.sub(r"\s+", "", logged.group(1)))  # flytekit's log wraps the path over lines
+    page = html.unescape(deck.read_text())
+    assert "[1]<stdout>:rank 1 says hello" in page and "[0]<stdout>:rank 0 says hello" in page
+    log = re.search(r"<p>(\S+/horovod-logs/ranks-\S+\.log) \(last", page).group(1)
+    assert "[1]<stdout>:rank 1 says hello" in Path(log).read_text()
+    assert "Horovod timeline" in page and re.search(r"<td>ALLREDUCE</td><td>\d+</td>", page), page[-3000:]
+    assert "Horovod autotune log" in page and str(tmp_path / "autotune.csv") in page
+
+    verbose = pyflyte_run(FLOWS, "settings_wf", env={"FLYTE_HOROVOD_VERBOSE": "1"})
+    assert verbose.returncode == 0 and "[1]<stdout>:rank 1 says hello" in verbose.output, verbose.output[-3000:]
 
 
 def test_failing_rank_fails_the_task_fast_and_cleanly(pyflyte_run):

@@ -40,22 +40,27 @@ def two_slots_wf() -> World:
     return allreduce_two_slots()
 
 
-# The timeline path is part of the task's static config; the test chooses it through this variable.
+# The timeline and autotune log paths are part of the task's static config; the test chooses them through these.
 TIMELINE = os.environ.get("TEST_HOROVOD_TIMELINE") or None
+AUTOTUNE_LOG = os.environ.get("TEST_HOROVOD_AUTOTUNE_LOG") or None
 
 
 @task(
     task_config=MPIJob(
         worker=Worker(replicas=2),
-        horovod=Horovod(fusion_threshold_mb=32, cycle_time_ms=2.5, timeline_filename=TIMELINE),
-    )
+        horovod=Horovod(fusion_threshold_mb=32, cycle_time_ms=2.5, timeline_filename=TIMELINE,
+                        autotune=AUTOTUNE_LOG is not None, autotune_log_file=AUTOTUNE_LOG),
+    ),
+    enable_deck=True,
 )
 def settings_seen() -> typing.List[str]:
     """Each rank's view of the Horovod variables, gathered on rank 0."""
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    hvd.allreduce(tf.constant(1.0))  # something for the timeline to record
+    print(f"rank {hvd.rank()} says hello", flush=True)  # rank 0's line on the console, every rank's in the log
+    for _ in range(20):
+        hvd.allreduce(tf.constant(1.0))  # something for the timeline and autotune to record
     keys = ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_TIMELINE")
     mine = f"rank={hvd.rank()}," + ",".join(f"{k}={os.environ.get(k)}" for k in keys)
     return [str(x) for x in hvd.allgather_object(mine)]

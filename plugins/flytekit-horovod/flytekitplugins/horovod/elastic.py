@@ -87,7 +87,7 @@ class HorovodElasticFunctionTask(kfmpi.HorovodFunctionTask):
                                    min_workers=config.min_worker_count, max_workers=config.max_worker_count,
                                    slots=config.slots, settings=config.horovod, flyte=FlyteRankContext.capture(),
                                    elastic_timeout=config.elastic_timeout)
-        return adopt(result)
+        return adopt(result, config.horovod)
 
 
 TaskPlugins.register_pythontask_plugin(HorovodJob, HorovodElasticFunctionTask)

@@ -21,6 +21,7 @@ from .failures import DIED, RankFailures
 from .flyte_context import FlyteRankContext
 from .processes import PARENT_PID_ENV, Processes
 from .rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
+from .rank_output import RankOutput
 from .settings import Horovod
 
 logger = logging.getLogger("flytekitplugins.horovod")
@@ -70,7 +71,8 @@ def run_local(
 ) -> List[Optional[RankResult]]:
     """Run ``fn(**kwargs)`` on ``num_proc`` Horovod ranks on this host.
 
-    Output lines are prefixed by rank (``[r]<stdout>:`` for Gloo, ``mpirun --tag-output``'s ``[1,r]<stdout>:``).
+    Output lines are prefixed by rank (``[r]<stdout>:`` for Gloo, ``mpirun --tag-output``'s ``[1,r]<stdout>:``);
+    rank 0's reach the console, every rank's a log file (``rank_output``).
     Returns one entry per rank (``None`` for ranks other than 0 unless ``all_ranks``). Raises ``RankFailedError``
     (the body raised) or ``RankLostError`` (a rank died) naming the rank, its host and what happened; no rank is
     left running.
@@ -89,7 +91,8 @@ def run_local(
     command = rank_command(job_path, job_dir)
     logger.info("launching %d Horovod ranks on this host (controller %s)", num_proc, settings.controller)
     started = time.monotonic()
-    processes = Processes()
+    output = RankOutput.for_launch(settings.verbose)
+    processes = Processes(output)
     rendezvous = None
     try:
         if settings.controller == "mpi":
@@ -120,7 +123,9 @@ def run_local(
         if rendezvous is not None:
             gloo.stop_soon(rendezvous)
         shutil.rmtree(job_dir, ignore_errors=True)
-    logger.info("%d Horovod ranks finished in %.1f s", num_proc, time.monotonic() - started)
+        output.close()
+    logger.info("%d Horovod ranks finished in %.1f s; every rank's output: %s", num_proc, time.monotonic() - started,
+                output.path)
     return results
 
 
@@ -175,7 +180,8 @@ def run_local_elastic(
     logger.info("launching an elastic Horovod job on this host: %d workers (%d..%d) x %d slots", workers,
                 min_workers, max_workers, slots)
     _verbose(settings, "running %s", " ".join(args))
-    processes = Processes()
+    output = RankOutput.for_launch(settings.verbose)
+    processes = Processes(output)
     try:
         processes.start("horovodrun", args, env, prefix=None, die_with_parent=True)
         failed = processes.wait()
@@ -190,6 +196,7 @@ def run_local_elastic(
         raise
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
+        output.close()
 
 
 def interrupted(processes: Processes) -> None:

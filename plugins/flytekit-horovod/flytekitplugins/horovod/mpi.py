@@ -19,6 +19,7 @@ from flytekitplugins.kfmpi import task as kfmpi
 from . import _shims
 from .failures import LauncherStopped, RankFailures, RankLostError
 from .flyte_context import FlyteRankContext
+from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
 from .rank import current_rank, launched_rank, launched_size, start_liveness, start_rank
 from .settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within
@@ -88,16 +89,16 @@ class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
             return execute_in_world(self, kwargs)
         results = run_local(self._task_function, kwargs, num_proc=config.num_ranks, settings=config.horovod,
                             flyte=FlyteRankContext.capture())
-        return adopt(results[0])
+        return adopt(results[0], config.horovod)
 
 
 def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     """Run the body once as one rank of a world a launcher already started (mpirun/horovodrun on a cluster).
 
     Rank 0 writes the outputs, the others raise ``IgnoreOutputs``. Every rank's pyflyte-execute writes a failure to
-    the same ``error.pb``, last writer wins; so rank 0, whose error is usually only the echo of another rank's
-    ("Horovod has been shut down"), reports the first rank that failed, with its host and traceback, read from a
-    folder all ranks share.
+    the same ``error.pb``, last writer wins; so every rank reports the first rank that failed, with its host and
+    traceback, read from a folder all ranks share, never its own echo of it ("Horovod has been shut down"). A rank
+    that goes silent (host or link lost) is found by the heartbeat (``liveness``): rank 0 writes ``error.pb`` itself.
     """
     import flytekit
 
@@ -130,7 +131,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
             time.sleep(mpirun_notices_lost_host_within(settings.lost_rank_timeout))
 
     try:
-        start_rank(settings)
+        rank, size = start_rank(settings)
         liveness = start_liveness(settings, rank, size, failures, report_lost_rank)
         result = task._task_function(**kwargs)
         rank = current_rank(settings, rank)
@@ -139,8 +140,8 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
             hvd.join()  # rank 0 must not report success while another rank is still failing
     except Exception as exc:
         failures.record_exception(rank, exc)
-        if rank != 0:
-            raise
+        if rank != 0:  # the same report as rank 0's (all ranks write one error.pb): never a bare echo
+            raise failures.error(exc) from None
         if not stopped:
             with contextlib.suppress(LauncherStopped):
                 _wait_for_other_failures(failures, timeout=5.0)
@@ -155,14 +156,15 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     return result
 
 
-def adopt(result) -> Any:
-    """Rank 0's return value, with the decks it made added to the running task's decks."""
+def adopt(result, settings: Horovod) -> Any:
+    """Rank 0's return value, with the decks it made and the "Horovod" Deck added to the running task's decks."""
     import flytekit
 
     decks = flytekit.current_context().decks
     for deck in result.decks:
         if deck not in decks:
             decks.append(deck)
+    add_horovod_deck(settings)
     return result.value
 
 

@@ -17,6 +17,8 @@ from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 from horovod.runner.common.util.safe_shell_exec import GRACEFUL_TERMINATION_TIME_S, prefix_connection
 
+from .rank_output import RankOutput
+
 PARENT_PID_ENV = "FLYTE_HOROVOD_PARENT_PID"  # the launcher of a rank process; the rank exits when it is gone
 TAIL_LINES = 40
 _PR_SET_PDEATHSIG = 1
@@ -48,13 +50,17 @@ def die_with_launcher() -> None:
 
 
 class _Tee:
-    """A text stream for ``prefix_connection``: writes to this process's stdout/stderr and keeps the last lines."""
+    """A text stream for ``prefix_connection``: writes to ``output`` (else this process's stdout/stderr) and keeps
+    the last lines."""
 
-    def __init__(self, stream: str, tail: Deque[str]):
-        self.stream, self.tail = stream, tail
+    def __init__(self, stream: str, tail: Deque[str], output: Optional[RankOutput] = None):
+        self.stream, self.tail, self.output = stream, tail, output
 
     def write(self, text: str) -> None:
         self.tail.append(text)
+        if self.output is not None:
+            self.output.write(text, self.stream)
+            return
         with contextlib.suppress(Exception):
             getattr(sys, self.stream).write(text)
 
@@ -74,9 +80,11 @@ def describe_status(code: int) -> str:
 
 
 class Processes:
-    """The processes of one launch, started, watched and stopped together."""
+    """The processes of one launch, started, watched and stopped together; their output goes to ``output``
+    (every line to its log file, rank 0's to the console), else straight to this process's stdout/stderr."""
 
-    def __init__(self):
+    def __init__(self, output: Optional[RankOutput] = None):
+        self.output = output
         self.procs: List[subprocess.Popen] = []
         self.names: List[str] = []
         self.tails: List[Deque[str]] = []
@@ -98,7 +106,7 @@ class Processes:
         self.tails.append(tail)
         for pipe, stream in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
             thread = threading.Thread(target=_forward, daemon=True, name=f"horovod-{name}-{stream}",
-                                      args=(pipe, _Tee(stream, tail), stream if prefix is not None else None, prefix))
+                                      args=(pipe, _Tee(stream, tail, self.output), stream if prefix is not None else None, prefix))
             thread.start()
             self._threads.append(thread)
         if stdin is not None:

@@ -7,7 +7,7 @@ import os
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from flytekit import FlyteContextManager
 from flytekit.configuration import SerializationSettings
@@ -17,6 +17,8 @@ from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
 from . import _shims
+from .horovod_deck import add_horovod_deck
+from .rank_output import RankOutput, log_dir
 from .settings import Horovod, HorovodConfigError
 from .spark_launcher import horovod_spark_options, run_on_spark, spark_slots
 
@@ -108,6 +110,7 @@ class HorovodSparkContext:
     settings: Horovod
     spark: Any
     store_prefix: str
+    outputs: List[RankOutput] = field(default_factory=list)  # of the backends made: closed when the task ends
 
     def backend(self, **kwargs):
         """A ``SparkBackend`` for the Estimator API with this task's ranks and Horovod settings.
@@ -120,7 +123,9 @@ class HorovodSparkContext:
         if options["num_proc"] > self.num_proc:
             raise HorovodConfigError(f"spark_backend(num_proc={options['num_proc']}): this task reserved Spark slots "
                                      f"for {self.num_proc} ranks (HorovodSpark(num_proc={self.num_proc}))")
-        return SparkBackend(**options)
+        output = RankOutput.for_launch(self.settings.verbose)
+        self.outputs.append(output)
+        return SparkBackend(**{**horovod_spark_options(self.settings, self.num_proc, output=output), **kwargs})
 
     def store(self, name: str = "store"):
         """A Horovod ``Store`` under this task's working area (local run) or raw output prefix (cluster)."""
@@ -177,6 +182,20 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
         custom = super().get_custom(settings)
         custom["sparkConf"] = horovod_spark_conf(self.task_config.spark_conf, self.task_config.num_proc)
         return custom
+
+    def execute(self, **kwargs) -> Any:
+        """The body; then the ranks' logs closed, kept with the task (its raw output on a cluster) and shown in the
+        "Horovod" Deck with the timeline and autotune log."""
+        try:
+            return super().execute(**kwargs)
+        finally:
+            horovod = current_horovod_spark()
+            for output in horovod.outputs:
+                output.close()
+            folder, ctx = log_dir(), FlyteContextManager.current_context()
+            if horovod.outputs and folder and ctx.file_access.is_remote(horovod.store_prefix):
+                ctx.file_access.put_data(folder, f"{horovod.store_prefix}/logs", is_multipart=True)
+            add_horovod_deck(horovod.settings)
 
     def pre_execute(self, user_params: ExecutionParameters) -> ExecutionParameters:
         ctx = FlyteContextManager.current_context()

@@ -30,6 +30,7 @@ from .gloo import (PLAN_SCOPE, default_interface, host_plan, interface_of, loopb
                    start_rendezvous, stop_soon)
 from .processes import PARENT_PID_ENV, Processes
 from .rank import RESULT_FD, STDIN, RankJob, RankResult, import_path, rank_command, run_rank
+from .rank_output import RankOutput
 from .settings import Horovod
 
 logger = logging.getLogger("flytekitplugins.horovod")
@@ -66,8 +67,10 @@ def wait_for_slots(spark, num_proc: int, timeout: float) -> None:
         time.sleep(1)
 
 
-def horovod_spark_options(settings: Horovod, num_proc: int, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-    """The keyword arguments ``horovod.spark.run`` and ``SparkBackend`` share, for these settings and ranks."""
+def horovod_spark_options(settings: Horovod, num_proc: int, env: Optional[Dict[str, str]] = None,
+                          output: Optional[RankOutput] = None) -> Dict[str, Any]:
+    """The keyword arguments ``horovod.spark.run`` and ``SparkBackend`` share, for these settings and ranks; the
+    ranks' output goes to ``output`` when given."""
     options: Dict[str, Any] = dict(
         num_proc=num_proc,
         env=env if env is not None else settings.env(),
@@ -78,6 +81,8 @@ def horovod_spark_options(settings: Horovod, num_proc: int, env: Optional[Dict[s
     )
     if settings.controller == "mpi":
         options["extra_mpi_args"] = "--allow-run-as-root"
+    if output is not None:
+        options.update(stdout=output.stream("stdout"), stderr=output.stream("stderr"))
     return options
 
 
@@ -108,7 +113,12 @@ def run_on_spark(
         if settings.controller == "mpi":
             import horovod.spark
 
-            results = horovod.spark.run(run_rank, args=(job,), **horovod_spark_options(settings, num_proc, env))
+            output = RankOutput.for_launch(settings.verbose)
+            try:
+                results = horovod.spark.run(run_rank, args=(job,),
+                                            **horovod_spark_options(settings, num_proc, env, output))
+            finally:
+                output.close()
         else:
             results = _run_barrier_stage(sc, cloudpickle.dumps(job), num_proc, env, local_mode, failures,
                                          settings.verbose)

@@ -1,0 +1,88 @@
+"""Where the ranks' output goes: every line into a log file, to the console rank 0's lines only (every rank's with
+``Horovod(verbose=True)`` or ``FLYTE_HOROVOD_VERBOSE=1``), plus lines that come from no rank (the launcher's).
+
+Lines arrive as Horovod's launchers write them, prefixed by rank: ``[1]<stdout>:`` (Gloo, ``horovodrun``,
+``horovod.spark``) or ``[1,1]<stderr>:`` (``mpirun --tag-output``). No flytekit import at module level.
+"""
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from typing import Optional
+
+VERBOSE_ENV = "FLYTE_HOROVOD_VERBOSE"  # "1": every rank's output on the console too
+LOG_DIR_NAME = "horovod-logs"  # under a Flyte task's working directory: the ranks' logs of that task
+_RANK = re.compile(r"\[(?:\d+,)?(\d+)\]<std(?:out|err)>:")
+
+
+def rank_of(line: str) -> Optional[int]:
+    """The rank a launcher's output line comes from, or None for a line of no rank."""
+    found = _RANK.match(line)
+    return int(found.group(1)) if found else None
+
+
+class RankOutput:
+    """One launch's output sink; ``stream("stdout")`` / ``stream("stderr")`` are the text streams to hand to a
+    launcher (``horovod.spark.run(stdout=..., stderr=...)``, ``prefix_connection``)."""
+
+    def __init__(self, path: str, verbose: bool):
+        self.path, self.verbose = path, verbose
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._file = open(path, "a", encoding="utf-8", errors="replace")
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_launch(cls, verbose: bool) -> "RankOutput":
+        """A new log file: in the running Flyte task's working directory (see ``log_dir``), else a temporary one."""
+        verbose = verbose or os.environ.get(VERBOSE_ENV, "") == "1"
+        folder = log_dir() or tempfile.mkdtemp(prefix="horovod-logs-")
+        os.makedirs(folder, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix=f"ranks-{time.strftime('%H%M%S')}-", suffix=".log", dir=folder)
+        os.close(fd)
+        return cls(path, verbose)
+
+    def write(self, text: str, console: str = "stdout") -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(text)
+            shown = text if self.verbose else "".join(
+                line for line in text.splitlines(keepends=True) if rank_of(line) in (None, 0))
+            if shown:
+                with contextlib.suppress(Exception):
+                    getattr(sys, console).write(shown)
+
+    def stream(self, console: str) -> "_Stream":
+        return _Stream(self, console)
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+class _Stream:
+    """A text stream writing into a ``RankOutput``, shown on ``console`` (``stdout`` or ``stderr``)."""
+
+    def __init__(self, output: RankOutput, console: str):
+        self.output, self.console = output, console
+
+    def write(self, text: str) -> int:
+        self.output.write(text, self.console)
+        return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(Exception):
+            getattr(sys, self.console).flush()
+
+
+def log_dir() -> Optional[str]:
+    """``<working directory>/horovod-logs`` of the running Flyte task, or None outside one."""
+    try:
+        import flytekit
+
+        return os.path.join(str(flytekit.current_context().working_directory), LOG_DIR_NAME)
+    except Exception:  # no flytekit context here
+        return None
