@@ -2,7 +2,7 @@
 # Every target sets up first; the set-up takes seconds when nothing changed.
 PYTEST_ARGS ?=
 
-.PHONY: setup run run-mpi test test-fast test-multihost bench
+.PHONY: setup run run-mpi test test-fast test-multihost bench reliability
 setup:
 	bash scripts/setup.sh
 
@@ -26,3 +26,7 @@ test-multihost: setup
 
 bench: setup
 	bash bench/run_all.sh
+
+# Every fault and bad input run for real; rewrites docs/reliability.md (about 7 minutes).
+reliability: setup
+	.venv/bin/python scripts/reliability.py
