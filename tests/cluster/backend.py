@@ -243,11 +243,12 @@ def expand_k8s(arg: str, env: Dict[str, str]) -> str:
 # ---------------------------------------------------------------- the MPI operator's launcher
 def mpi_launcher(template: tasks_pb2.TaskTemplate, attempt: Attempt, workdir: Path,
                  extra_env: Optional[Dict[str, str]] = None, workers: Optional[Sequence[str]] = None,
-                 on: Sequence[str] = (), timeout: float = 180) -> Ran:
+                 on: Sequence[str] = (), timeout: float = 180, mounts: Optional[Dict[str, str]] = None) -> Ran:
     """Run the launcher container's command: by default on localhost, ranks on a hostfile ``localhost slots=<ranks>``.
 
     The operator's hostfile lists each worker pod with ``slots=<slots per worker>``: pass the worker hosts as
-    ``workers`` (and ``on``, the prefix that runs the launcher in its own host) to run the ranks there.
+    ``workers`` (and ``on``, the prefix that runs the launcher in its own host) to run the ranks there. ``mounts``
+    maps a file the operator mounts in the launcher pod (e.g. ``/etc/mpi/discover_hosts.sh``) to a local file.
     """
     spec = custom(template)
     slots = int(spec.get("slots", 1))
@@ -258,6 +259,7 @@ def mpi_launcher(template: tasks_pb2.TaskTemplate, attempt: Attempt, workdir: Pa
         hostfile.write_text("".join(f"{worker} slots={slots}\n" for worker in workers))
     container_env = {**attempt.env(template), "OMPI_MCA_orte_default_hostfile": str(hostfile)}
     args = [expand_k8s(a, container_env) for a in attempt.render(list(template.container.args))]
+    args = [(mounts or {}).get(a, a) for a in args]
     assert list(template.container.command) == [], "the image's entrypoint must run the args (pass-through)"
     ran = run_pod_command(["bash", str(ENTRYPOINT_SH), *args], env={**container_env, **(extra_env or {})},
                           timeout=timeout, on=on)

@@ -66,3 +66,31 @@ def test_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registratio
     opened = [(w["path"], w["pid"]) for w in writes(log, attempt.output_prefix) if w["event"] == "open"]
     assert opened == [(str(attempt.output_prefix / "outputs.pb"), marks[0]["pid"])], opened
 
+
+
+def test_elastic_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registration, tmp_path):
+    """A ``HorovodJob``'s registered command (kfmpi's elastic ``horovodrun``) run by real horovodrun in host a, with
+    the operator's host discovery script (mounted at the registered path) listing hosts b and c."""
+    template = registration.task(f"{FLOWS}.elastic_2x1")
+    args = list(template.container.args)
+    assert args[0] == "horovodrun" and "--min-np" in args, args
+    a, b, c = network["a"], network["b"], network["c"]
+    discover = tmp_path / "discover_hosts.sh"
+    discover.write_text(f"#!/bin/sh\necho {b.name}:1\necho {c.name}:1\n")
+    discover.chmod(0o755)
+    attempt = Attempt(tmp_path / "attempt")
+    markers = tmp_path / "markers"
+    attempt.write_inputs(template, {"marker_dir": str(markers)})
+    env = pod_env(template, attempt, {})
+
+    with worker_pods(network, {"b": env, "c": env}, tmp_path), Observer(network.hosts) as seen:
+        ran = mpi_launcher(template, attempt, tmp_path, workers=[b.name, c.name], on=a.command([]),
+                           mounts={args[args.index("--host-discovery-script") + 1]: str(discover)})
+    assert ran.returncode == 0, ran.output[-5000:]
+    assert_ranks_across_hosts(seen, network, 2, ["b", "c"], rendezvous="a", controller="gloo", payload_bytes=PAYLOAD * 4)
+    marks = rank_markers(markers)
+    assert sorted(marks) == [0, 1] and {m["hostname"] for m in marks.values()} == {b.name, c.name}
+    assert all(m["env"].get("HOROVOD_ELASTIC") == "1" for m in marks.values())  # an elastic world
+    outputs = {k: value(v) for k, v in attempt.outputs().items()}
+    assert outputs["total"] == 3.0 and outputs["size"] == 2
+    assert sorted(os.listdir(attempt.output_prefix)) == ["outputs.pb"]

@@ -14,7 +14,7 @@ import typing
 import psutil
 from flytekit import task
 
-from flytekitplugins.horovod import Horovod, HorovodRunner, HorovodSpark, MPIJob, Worker, spark_run
+from flytekitplugins.horovod import Horovod, HorovodJob, HorovodRunner, HorovodSpark, MPIJob, Worker, spark_run
 
 IMPORTED = time.time()  # when a rank's Python got to import this module (how late it started)
 PAYLOAD = 1 << 21  # float32 values per allreduce: 8 MiB, about that many bytes leave each of two hosts
@@ -87,6 +87,12 @@ def mpi_2x2(marker_dir: str) -> World:
 
 @task(task_config=MPIJob(worker=Worker(replicas=2), slots=2, horovod=Horovod(controller="gloo")))
 def gloo_2x2(marker_dir: str) -> World:
+    return _world(marker_dir)
+
+
+@task(task_config=HorovodJob(worker=Worker(replicas=2), min_workers=1, max_workers=2, elastic_timeout=60))
+def elastic_2x1(marker_dir: str) -> World:
+    """kfmpi's elastic command: ``horovodrun --host-discovery-script ...`` with the operator's discovery script."""
     return _world(marker_dir)
 
 
