@@ -14,7 +14,7 @@ from flytekitplugins.horovod import gloo
 from flytekitplugins.horovod.processes import PARENT_PID_ENV, Processes
 from flytekitplugins.horovod.rank import RESULT_FD, STDIN, RankJob, rank_command
 from flytekitplugins.horovod.settings import Horovod
-from tests.conftest import ROOT, run_command
+from tests.conftest import ROOT, _leftovers, run_command
 
 
 def _put(port: int, path: str, body: bytes) -> int:
@@ -116,3 +116,5 @@ def test_a_frozen_rank_is_named_as_lost_after_the_lost_rank_timeout(route):
     assert re.match(r"Horovod rank 1 was lost on host \S+", error.splitlines()[1]), error[:2000]
     assert re.search(r"heard nothing from rank 1 on \S+.* for [56] s", error), error[:2000]
     assert ran.seconds < 90, f"took {ran.seconds:.0f} s"
+    time.sleep(1)
+    assert _leftovers(ran.marker) == [], "the frozen rank (or another process of the run) was left behind"

@@ -80,11 +80,22 @@ class Liveness:
         threading.Thread(target=self._guarded, args=(target, *args), name="horovod-liveness", daemon=True).start()
 
     def stop(self) -> None:
-        """End the heartbeat: the other ranks see an ended rank (a closed connection), not a lost one."""
+        """End the heartbeat: the other ranks see an ended rank (a closed connection), not a lost one. Rank 0
+        removes the address it published (and the folder, if nothing else is in it)."""
         self._stop.set()
         for sock in list(self._sockets):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+        if self.rank == 0:
+            self._unpublish()
+
+    def _unpublish(self) -> None:
+        """Remove the published address (and its folder, when nothing else is in it): every rank has it."""
+        fs, _, (root,) = fsspec.get_fs_token_paths(self.folder)
+        with contextlib.suppress(Exception):
+            fs.rm(f"{root}/{ADDRESS_FILE}")
+            if not fs.ls(root):
+                fs.rmdir(root)
 
     def _guarded(self, target: Callable[[socket.socket], None], sock: socket.socket) -> None:
         try:
@@ -102,7 +113,7 @@ class Liveness:
 
     def _serve(self, listener: socket.socket) -> None:
         """Rank 0: accept the ranks, echo their beats, report one silent for ``timeout`` s."""
-        started, warned = time.monotonic(), False
+        started, warned, everyone = time.monotonic(), False, False
         peers: Dict[socket.socket, _Peer] = {}
         with selectors.DefaultSelector() as selector:
             selector.register(listener, selectors.EVENT_READ)
@@ -123,6 +134,9 @@ class Liveness:
                         peers.pop(conn)
                         continue
                     peer.heard(data, now)
+                    if not everyone and sum(p.rank is not None for p in peers.values()) == self.size - 1:
+                        everyone = True
+                        self._unpublish()
                     with contextlib.suppress(OSError):
                         conn.sendall(b".")
                 for peer in peers.values():
@@ -158,7 +172,7 @@ class Liveness:
     def _connect(self) -> Optional[socket.socket]:
         """Rank 0's liveness port, from the address it published; retried until it answers or ``timeout`` passes."""
         fs, _, (root,) = fsspec.get_fs_token_paths(self.folder)
-        deadline = time.monotonic() + max(self.timeout, 60.0)
+        deadline = time.monotonic() + max(self.timeout, 30.0)
         while not self._stop.is_set() and time.monotonic() < deadline:
             with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
                 fs.invalidate_cache()

@@ -42,8 +42,9 @@ def pdeathsig_setter(sig: int = signal.SIGTERM) -> Callable[[], None]:
 
 
 def die_with_launcher() -> None:
-    """In a rank process: exit when the launcher that started it is gone (now, or whenever it goes)."""
-    pdeathsig_setter()()
+    """In a rank process: exit when the launcher that started it is gone (now, or whenever it goes). SIGKILL, not
+    SIGTERM: a rank that is stopped (frozen, SIGSTOP) would keep a SIGTERM pending forever."""
+    pdeathsig_setter(signal.SIGKILL)()
     parent = os.environ.get(PARENT_PID_ENV)
     if parent and os.getppid() != int(parent):  # the launcher died before the line above took effect
         os._exit(1)
