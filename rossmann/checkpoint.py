@@ -40,15 +40,17 @@ class KeepBest(tf.keras.callbacks.Callback):
     Under Horovod every rank sees the same (averaged) metric, so every rank picks the same epoch.
     """
 
-    def __init__(self, monitor: str, state: TrainState | None = None, weights: list[np.ndarray] | None = None):
+    def __init__(self, monitor: str, state: TrainState | None = None, weights: list[np.ndarray] | None = None,
+                 first_epoch: int = 0):
         super().__init__()
         state = state or TrainState()
         self.monitor, self.best, self.epoch, self.weights = monitor, state.best, state.best_epoch, weights
+        self.first_epoch = first_epoch  # added to Keras's epoch numbers (a fit without initial_epoch)
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
         value = (logs or {}).get(self.monitor)
         if value is not None and value < self.best:
-            self.best, self.epoch, self.weights = float(value), epoch, self.model.get_weights()
+            self.best, self.epoch, self.weights = float(value), self.first_epoch + epoch, self.model.get_weights()
 
     def on_train_end(self, logs: Mapping[str, float] | None = None) -> None:
         if self.weights is not None:
@@ -60,11 +62,13 @@ class EpochCheckpoint(tf.keras.callbacks.Callback):
     """Writes a checkpoint after every epoch (put it after KeepBest, and use it on rank 0 only)."""
 
     def __init__(self, directory: str | os.PathLike, keep_best: KeepBest, state: TrainState,
-                 saved: Callable[[Path], None] | None = None):
+                 saved: Callable[[Path], None] | None = None, first_epoch: int = 0):
         super().__init__()
         self.directory, self.keep_best, self.state, self.saved = Path(directory), keep_best, state, saved
+        self.first_epoch = first_epoch  # added to Keras's epoch numbers (a fit without initial_epoch)
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
+        epoch += self.first_epoch
         for key, value in (logs or {}).items():
             self.state.history.setdefault(key, []).append(float(value))
         self.state.epochs_done = epoch + 1
@@ -97,6 +101,18 @@ def read_state(directory: str | os.PathLike) -> TrainState | None:
 def restore(model: tf.keras.Model, directory: str | os.PathLike) -> list[np.ndarray]:
     """Load the last epoch's model and optimizer state into model; return the best epoch's weights."""
     current = Path(directory) / CURRENT
-    model.load_weights(str(current / "last"))
+    model.load_weights(str(current / "last")).expect_partial()  # an uncompiled model has no optimizer to restore
     with np.load(current / "best.npz") as best:
         return [best[f"arr_{i}"] for i in range(len(best.files))]
+
+
+def copy_checkpoint(directory: str | os.PathLike, url: str) -> None:
+    """Copy the checkpoint in ``directory`` (its ``current/``) to ``url`` (a local path or an fsspec URL: a task's
+    Flyte checkpoint, for processes that save it without flytekit, such as Spark executors), replacing the last."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url)
+    target = f"{root.rstrip('/')}/{CURRENT}"
+    if fs.exists(target):
+        fs.rm(target, recursive=True)
+    fs.put(str(Path(directory) / CURRENT), target, recursive=True)

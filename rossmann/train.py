@@ -13,6 +13,7 @@ Model directory: `model/` (TensorFlow SavedModel), `history.json` ({metric: [val
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, read_state, restore
+from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, copy_checkpoint, read_state, restore
 from rossmann.hyperparameters import BATCH_SIZE, DROPOUT, EPOCHS, HIDDEN, LEARNING_RATE
 from rossmann.metrics import CUSTOM_OBJECTS, exp_rmspe, rmspe
 from rossmann.model import LOSS, build_model, compile_model, fill_untrained_embeddings, make_optimizer
@@ -53,11 +54,12 @@ MONITOR = "val_exp_rmspe"  # the saved model is the epoch where this was lowest
 
 class EpochLogger(tf.keras.callbacks.Callback):
     """Prints one line per epoch on rank 0: loss, backtest RMSPE and seconds (put it after Horovod's
-    MetricAverageCallback, so that the numbers are every rank's average)."""
+    MetricAverageCallback, so that the numbers are every rank's average). ``first_epoch``: epochs a previous
+    attempt finished, where Keras counts this fit's epochs from 0 (the Estimator has no ``initial_epoch``)."""
 
-    def __init__(self, epochs: int):
+    def __init__(self, epochs: int, first_epoch: int = 0):
         super().__init__()
-        self.epochs, self.started = epochs, 0.0
+        self.epochs, self.first_epoch, self.started = epochs, first_epoch, 0.0
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
         self.started = time.time()
@@ -67,27 +69,58 @@ class EpochLogger(tf.keras.callbacks.Callback):
 
         if hvd.rank() == 0:
             logs = logs or {}
-            print(f"rank 0: epoch {epoch + 1}/{self.epochs}: loss {logs.get('loss', math.nan):.4f}, backtest RMSPE "
+            print(f"rank 0: epoch {self.first_epoch + epoch + 1}/{self.epochs}: loss {logs.get('loss', math.nan):.4f}, backtest RMSPE "
                   f"{logs.get(MONITOR, math.nan):.4f}, {time.time() - self.started:.1f} s", flush=True)
 
 
 @dataclass(frozen=True)
 class HalfCosine:
     """Learning-rate multiplier of an epoch: from 1 at the first epoch down along a half cosine (picklable,
-    for Horovod's LearningRateScheduleCallback on the Estimator's workers)."""
+    for Horovod's LearningRateScheduleCallback on the Estimator's workers); epochs counted after ``first_epoch``."""
 
     epochs: int
+    first_epoch: int = 0
 
     def __call__(self, epoch: float) -> float:
-        return 0.5 * (1.0 + math.cos(math.pi * epoch / self.epochs))
+        return 0.5 * (1.0 + math.cos(math.pi * (self.first_epoch + epoch) / self.epochs))
 
 
-def schedule_callbacks(learning_rate: float, ranks: int, epochs: int) -> list[tf.keras.callbacks.Callback]:
-    """The per-epoch learning-rate schedule (of the rank-scaled rate) and the epoch log line."""
+def schedule_callbacks(learning_rate: float, ranks: int, epochs: int,
+                       first_epoch: int = 0) -> list[tf.keras.callbacks.Callback]:
+    """The per-epoch learning-rate schedule (of the rank-scaled rate) and the epoch log line; ``first_epoch`` for a
+    fit that Keras numbers from 0 although it goes on after that many epochs."""
     from horovod.tensorflow.keras.callbacks import LearningRateScheduleCallback
 
-    return [LearningRateScheduleCallback(initial_lr=learning_rate * ranks, multiplier=HalfCosine(epochs)),
-            EpochLogger(epochs)]
+    return [LearningRateScheduleCallback(initial_lr=learning_rate * ranks, multiplier=HalfCosine(epochs, first_epoch)),
+            EpochLogger(epochs, first_epoch)]
+
+
+class SaveWhenTrainingEnds(tf.keras.callbacks.ModelCheckpoint):
+    """The Estimator's checkpoint callback (the model it returns): saved once, when training ends, so after KeepBest
+    put back the best epoch's weights, which may be from a previous attempt (BestModelCheckpoint sees one fit)."""
+
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
+        pass
+
+    def on_train_end(self, logs: Mapping[str, float] | None = None) -> None:
+        self.model.save(self.filepath, overwrite=True)
+
+
+class PublishedCheckpoint(EpochCheckpoint):
+    """The per-epoch checkpoint of an Estimator's ranks: written by rank 0 into a local folder of its own, then
+    copied to ``url`` (the task's Flyte checkpoint, which these processes reach without flytekit)."""
+
+    def __init__(self, url: str, keep_best: KeepBest, state: TrainState, first_epoch: int = 0):
+        super().__init__("", keep_best, state, functools.partial(copy_checkpoint, url=url), first_epoch)
+
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
+        import horovod.tensorflow.keras as hvd
+
+        if hvd.rank() != 0:
+            return
+        if not str(self.directory) or str(self.directory) == ".":
+            self.directory = Path(tempfile.mkdtemp(prefix="rossmann-checkpoint-"))
+        super().on_epoch_end(epoch, logs)
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -158,15 +191,19 @@ def fit_estimator(
     reader_workers: int = 2,
     out_dir: str | os.PathLike | None = None,
     verbose: int = 0,
+    resume_dir: str | os.PathLike | None = None,
+    checkpoint_url: str | None = None,
 ) -> tuple[tf.keras.Model, History]:
     """Train with horovod.spark.keras.KerasEstimator on backend.num_processes() Spark tasks.
 
     `learning_rate` is per rank (the Estimator multiplies it by the number of ranks); `compression` is a
     horovod Compression; `reader_workers` is the number of petastorm reader threads per rank. With
-    out_dir, also writes the model directory there. Returns the trained Keras model and its history.
+    out_dir, also writes the model directory there. With `checkpoint_url` (a local path or fsspec URL the ranks
+    reach), rank 0 copies a checkpoint there after every epoch; a `resume_dir` holding such a checkpoint (a
+    previous attempt's) makes training go on after its last epoch. Returns the trained Keras model and its
+    history (all epochs, the previous attempt's too); the model is the epoch with the lowest val_exp_rmspe.
     """
     from horovod.spark.keras import KerasEstimator
-    from horovod.tensorflow.keras.callbacks import BestModelCheckpoint
     from pyspark.sql import functions as F
 
     start = time.time()
@@ -175,6 +212,21 @@ def fit_estimator(
     features, label = feature_cols(metadata), metadata["label_col"]
     ranks = backend.num_processes()
     model = build_model(metadata, continuous_stats(prepared, metadata), hidden, dropout, embedding_width)
+    state = (read_state(resume_dir) if resume_dir is not None else None) or TrainState()
+    done = min(state.epochs_done, epochs)
+    optimizer, best_weights = make_optimizer(learning_rate), None
+    if done:  # the weights and the optimizer's state (the Estimator keeps the variables of a built optimizer)
+        compile_model(model, optimizer)
+        optimizer.build(model.trainable_variables)
+        best_weights = restore(model, resume_dir)
+        optimizer.learning_rate.assign(learning_rate)  # the saved one is already rank-scaled and decayed
+        log.info("resuming after epoch %d of %d (optimizer step %d)", done, epochs, int(optimizer.iterations))
+        print(f"resuming after epoch {done} of {epochs}", flush=True)
+    history = {k: list(v) for k, v in state.history.items()}  # copied: the rank-0 checkpoint appends to state
+    keep_best = KeepBest(MONITOR, state, best_weights, first_epoch=done)
+    callbacks = [*schedule_callbacks(learning_rate, ranks, epochs, first_epoch=done), keep_best]
+    if checkpoint_url is not None:
+        callbacks.append(PublishedCheckpoint(checkpoint_url, keep_best, state, first_epoch=done))
 
     def split(name: str, is_val: bool) -> Any:
         return spark.read.parquet(str(prepared / name)).select(*features, label).withColumn("is_val", F.lit(is_val))
@@ -186,7 +238,7 @@ def fit_estimator(
         backend=backend,
         store=store,
         model=model,
-        optimizer=make_optimizer(learning_rate),
+        optimizer=optimizer,
         loss=LOSS,
         metrics=[exp_rmspe],
         custom_objects=CUSTOM_OBJECTS,
@@ -195,19 +247,25 @@ def fit_estimator(
         validation="is_val",
         batch_size=batch_size,
         val_batch_size=VAL_BATCH_SIZE,
-        epochs=epochs,
-        random_seed=seed,
+        epochs=max(1, epochs - done),
+        random_seed=seed + done,
         gradient_compression=compression,
         train_reader_num_workers=reader_workers,
         val_reader_num_workers=reader_workers,
         inmemory_cache_all=True,
-        callbacks=schedule_callbacks(learning_rate, ranks, epochs),
-        checkpoint_callback=BestModelCheckpoint(monitor=MONITOR, mode="min"),  # return the best epoch
+        callbacks=callbacks,
+        checkpoint_callback=SaveWhenTrainingEnds(""),  # after KeepBest restored the best epoch's weights
         verbose=verbose,
     )
-    log.info("fitting KerasEstimator: %d ranks, %d epochs, batch %d", ranks, epochs, batch_size)
-    keras_model = estimator.fit(df).setOutputCols([f"{label}_pred"])
-    trained, history = keras_model.getModel(), _plain_history(keras_model.getHistory())
+    if done < epochs:
+        log.info("fitting KerasEstimator: %d ranks, %d epochs, batch %d", ranks, epochs - done, batch_size)
+        keras_model = estimator.fit(df).setOutputCols([f"{label}_pred"])
+        trained = keras_model.getModel()
+        for key, values in _plain_history(keras_model.getHistory()).items():
+            history.setdefault(key, []).extend(values)
+    else:  # the previous attempt finished every epoch: its best weights are the model
+        model.set_weights(best_weights)
+        trained = model
     log.info("untrained category values set to the mean embedding: %s", fill_untrained_embeddings(trained, metadata))
     if out_dir is not None:
         val = read_split(prepared / "val", features + [label])

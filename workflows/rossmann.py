@@ -24,7 +24,8 @@ from flytekit import Resources, task, workflow
 from flytekit.types.directory import FlyteDirectory
 from flytekitplugins.spark import Spark
 
-from flytekitplugins.horovod import HorovodSpark, MPIJob, Worker, compression, spark_backend, spark_store
+from flytekitplugins.horovod import (HorovodSpark, MPIJob, Worker, compression, spark_backend, spark_checkpoint_url,
+                                     spark_store)
 from rossmann import hyperparameters
 from rossmann.synthetic import TEST_DAYS
 
@@ -167,14 +168,20 @@ def _report_training(model_dir: str, prepared_dir: str) -> None:
       requests=Resources(cpu="2", mem="8Gi"))
 @timed
 def train(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
-    """Horovod on Spark: KerasEstimator on the prepared Parquet, one rank per Spark task of ``num_proc``."""
+    """Horovod on Spark: KerasEstimator on the prepared Parquet, one rank per Spark task of ``num_proc``.
+
+    Rank 0 copies a checkpoint to the task's Flyte checkpoint after every epoch; a retry (after a lost rank) starts
+    from the previous attempt's and goes on after its last epoch."""
     from rossmann.train import fit_estimator
 
     spark = flytekit.current_context().spark_session
-    out, prepared_dir = _workdir("model"), prepared.download()
+    out, prepared_dir, resume_dir = _workdir("model"), prepared.download(), _workdir("checkpoint")
+    checkpoint = _flyte_checkpoint()
+    restored = checkpoint is not None and checkpoint.restore(resume_dir) is not None
     fit_estimator(spark, prepared_dir, spark_backend(), spark_store(), epochs=hp.epochs,
                   batch_size=hp.batch_size, learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed,
-                  compression=compression(), out_dir=out)
+                  compression=compression(), out_dir=out, resume_dir=resume_dir if restored else None,
+                  checkpoint_url=spark_checkpoint_url())
     _report_training(out, prepared_dir)
     return FlyteDirectory(out)
 

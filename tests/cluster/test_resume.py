@@ -1,11 +1,12 @@
 """Retries that resume, run the way propeller runs them: the registered ``train_mpi`` task of
 ``workflows/rossmann.py`` through the MPI operator's launcher command (real ``horovodrun -np 2 --gloo``, the
-task's controller). Attempt 1 loses
+task's controller), and its ``train`` task through the Spark driver entrypoint (``spark-submit``). Attempt 1 loses
 rank 1 (SIGKILL, as the OOM killer does it) after its epoch-2 checkpoint reached the task's checkpoint prefix;
 the lost rank makes the error recoverable, so Flyte retries: attempt 2 runs with ``--prev-checkpoint`` set to
 attempt 1's checkpoint prefix, starts after the epoch attempt 1 saved last, and ends where an uninterrupted run
 ends."""
 
+import contextlib
 import json
 import os
 import signal
@@ -16,19 +17,19 @@ from pathlib import Path
 import psutil
 from flyteidl.core import errors_pb2
 
-from tests.cluster.backend import Attempt, mpi_launcher, value
+from tests.cluster.backend import Attempt, mpi_launcher, spark_driver, value
 from tests.rossmann._fixtures import make_prepared
 
 EPOCHS = 5
 HP = {"epochs": EPOCHS, "batch_size": 128, "hidden": [32, 16]}
 
 
-def _inputs(template, attempt: Attempt, prepared: Path) -> None:
+def _inputs(template, attempt: Attempt, prepared: Path, **hp) -> None:
     from flytekit.types.directory import FlyteDirectory
 
     from workflows.rossmann import Hyperparameters
 
-    attempt.write_inputs(template, {"prepared": FlyteDirectory(str(prepared)), "hp": Hyperparameters(**HP)})
+    attempt.write_inputs(template, {"prepared": FlyteDirectory(str(prepared)), "hp": Hyperparameters(**{**HP, **hp})})
 
 
 def _epochs_saved(attempt: Attempt) -> int:
@@ -103,3 +104,84 @@ def test_a_retry_after_a_lost_rank_resumes_from_the_previous_attempts_checkpoint
     uninterrupted = _model(whole)
     final = resumed["history.json"]["val_loss"][-1], uninterrupted["history.json"]["val_loss"][-1]
     assert abs(final[0] / final[1] - 1) <= 0.02, final
+
+
+def _spark_rank(rank: int, since: float) -> psutil.Process:
+    """Rank ``rank`` of the Spark-route job started after ``since``: the one process with Horovod's ``HOROVOD_RANK``
+    that began then (Horovod's task service may leave it without the parent that ties it to the driver)."""
+    found = [p for p, r, started in _horovod_ranks() if r == str(rank) and started >= since]
+    assert len(found) == 1, f"rank {rank} processes started since the attempt began: {found}"
+    return found[0]
+
+
+def _horovod_ranks() -> list:
+    """(process, its HOROVOD_RANK, when it started) of every running Horovod rank."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            rank = proc.environ().get("HOROVOD_RANK")
+            if rank is not None:
+                found.append((proc, rank, proc.create_time()))
+    return found
+
+
+SPARK_HP = {"batch_size": 32}  # more steps per epoch than the MPI test: the test finds rank 1 before killing it
+
+
+def test_a_spark_route_retry_after_a_lost_rank_resumes_from_the_previous_attempts_checkpoint(rossmann, tmp_path):
+    template = rossmann.task("workflows.rossmann.train")
+    prepared = make_prepared(tmp_path / "prepared")
+
+    first = Attempt(tmp_path / "attempt-1", execution_id="resume0003", attempt=0)
+    _inputs(template, first, prepared, **SPARK_HP)
+    since = time.time()
+    with ThreadPoolExecutor(1) as pool:
+        job = pool.submit(spark_driver, template, first, tmp_path, timeout=400)
+        deadline = time.monotonic() + 300
+        rank_1 = None
+        while _epochs_saved(first) < 2:
+            assert not job.done(), f"attempt 1 ended before its epoch-2 checkpoint:\n{job.result().output[-3000:]}"
+            assert time.monotonic() < deadline, "no epoch-2 checkpoint in the task's checkpoint prefix"
+            if rank_1 is None:  # found early: looking through every process takes a while
+                with contextlib.suppress(AssertionError):
+                    rank_1 = _spark_rank(1, since)
+            time.sleep(0.05)
+        (rank_1 or _spark_rank(1, since)).send_signal(signal.SIGKILL)
+        ran = job.result()
+    saved = _epochs_saved(first)
+    assert 2 <= saved < EPOCHS, saved
+    assert "outputs.pb" not in os.listdir(first.output_prefix), ran.output[-3000:]
+    assert "error.pb" in os.listdir(first.output_prefix), (ran.returncode, ran.output[-5000:])
+    error = errors_pb2.ErrorDocument.FromString((first.output_prefix / "error.pb").read_bytes()).error
+    assert error.kind == errors_pb2.ContainerError.RECOVERABLE, error.message[-2000:]  # so Flyte retries
+    assert "RankLostError" in error.message and "rank 1" in error.message, error.message[-2000:]
+
+    retry = Attempt(tmp_path / "attempt-2", execution_id="resume0003", attempt=1,
+                    prev_checkpoint=first.checkpoint_prefix)
+    _inputs(template, retry, prepared, **SPARK_HP)
+    ran = spark_driver(template, retry, tmp_path, timeout=400)
+    assert ran.returncode == 0 and "error.pb" not in os.listdir(retry.output_prefix), ran.output[-4000:]
+    assert f"resuming after epoch {saved} of {EPOCHS}" in ran.output, ran.output[-4000:]
+    epochs_run = [line for line in ran.output.splitlines() if "rank 0: epoch" in line]
+    assert [line.split("rank 0: epoch ")[1].split("/")[0] for line in epochs_run] == \
+        [str(e) for e in range(saved + 1, EPOCHS + 1)], epochs_run  # only the epochs attempt 1 had not finished
+    resumed = _model(retry)["history.json"]
+    assert len(resumed["val_loss"]) == _model(retry)["metrics.json"]["epochs"] == EPOCHS
+    # the retry went on from attempt 1's weights and optimizer state: its first epoch's loss continues attempt 1's
+    # curve (a fresh start has several times that loss after one epoch)
+    before = json.loads((first.checkpoint_prefix / "current" / "state.json").read_text())["history"]["loss"]
+    assert resumed["loss"][:saved] == before[:saved]
+    assert resumed["loss"][saved] <= 1.1 * before[saved - 1], (before, resumed["loss"])
+
+    # the end, against uninterrupted runs: the Estimator's runs are not repeatable (petastorm's reader threads, Spark's
+    # partitions), so the bound is 2% or twice the difference between two uninterrupted runs, whichever is larger
+    finals = []
+    for n in (4, 5):
+        whole = Attempt(tmp_path / f"uninterrupted-{n}", execution_id=f"resume000{n}")
+        _inputs(template, whole, prepared, **SPARK_HP)
+        ran = spark_driver(template, whole, tmp_path, timeout=400)
+        assert ran.returncode == 0, ran.output[-4000:]
+        finals.append(_model(whole)["history.json"]["val_loss"][-1])
+        assert resumed["loss"][saved] < 0.5 * _model(whole)["history.json"]["loss"][0]
+    noise = abs(finals[1] / finals[0] - 1)
+    assert abs(resumed["val_loss"][-1] / finals[0] - 1) <= max(0.02, 2 * noise), (resumed["val_loss"][-1], finals)

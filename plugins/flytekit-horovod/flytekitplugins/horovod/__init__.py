@@ -22,6 +22,7 @@ from .spark import (
     HorovodSparkFunctionTask,
     current_horovod_spark,
     spark_backend,
+    spark_checkpoint_url,
     spark_run,
     spark_store,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "current_horovod_spark",
     "current_settings",
     "spark_backend",
+    "spark_checkpoint_url",
     "spark_run",
     "spark_store",
 ]

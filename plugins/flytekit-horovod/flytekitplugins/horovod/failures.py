@@ -15,6 +15,7 @@ those records are kept, but never reported as the cause while a rank has a cause
 
 import json
 import os
+import re
 import socket
 import time
 import traceback
@@ -105,6 +106,28 @@ def classify(exc: BaseException) -> str:
         return RECOVERABLE_RAISED
     text = f"{type(exc).__name__}: {exc}"
     return ECHO if any(marker in text for marker in ECHO_MARKERS) else RAISED
+
+
+# How Horovod's own launchers (horovodrun, horovod.spark.run and so the Estimator's SparkBackend) report a rank that
+# ended with a non-zero status.
+_HOROVOD_EXIT = re.compile(r"exited with non-zero status.*?Process name: (\S+)\s+Exit code: (-?\d+)", re.S)
+
+
+def lost_in_horovod_launcher(exc: BaseException) -> Optional[RankLostError]:
+    """A ``RankLostError`` for Horovod's launcher error about a rank ended by a signal (exit code -N, or 128+N from
+    a shell: the OOM killer, a lost executor); None for any other error (a rank that raised exits with 1)."""
+    from .processes import describe_status
+
+    found = _HOROVOD_EXIT.search(str(exc))
+    if found is None:
+        return None
+    name, code = found.group(1), int(found.group(2))
+    signal_number = -code if code < 0 else code - 128 if code > 128 else None
+    if signal_number is None:
+        return None
+    return RankLostError(f"Horovod rank {name} {describe_status(-signal_number)} (exit code {code}) in its Spark "
+                         "task, as when it runs out of memory or its executor is lost; a retry may succeed",
+                         rank=int(name) if name.isdigit() else None)
 
 
 def record_failure(folder: str, rank: int, kind: str, text: str, replace: bool = True,

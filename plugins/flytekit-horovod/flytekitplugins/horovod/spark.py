@@ -17,6 +17,7 @@ from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
 from . import _shims
+from .failures import lost_in_horovod_launcher
 from .horovod_deck import add_horovod_deck
 from .rank_output import RankOutput, log_dir
 from .settings import Horovod, HorovodConfigError
@@ -167,6 +168,19 @@ def spark_store(name: str = "store"):
     return current_horovod_spark().store(name)
 
 
+def spark_checkpoint_url() -> Optional[str]:
+    """Where the running task's Flyte checkpoint is saved (a local folder in a local run, the checkpoint prefix on a
+    cluster), for Spark-route ranks, which write it without flytekit; None where the execution has no checkpoint."""
+    import flytekit
+
+    try:
+        checkpoint = flytekit.current_context().checkpoint
+    except NotImplementedError:
+        return None
+    destination, _ = _shims.checkpoint_paths(checkpoint)
+    return str(destination) if destination else None
+
+
 def spark_run(fn: Callable, kwargs: Optional[Dict[str, Any]] = None, all_ranks: bool = False):
     """Run API inside a HorovodSpark task: ``fn(**kwargs)`` on ``num_proc`` ranks; rank 0's result (or all ranks').
 
@@ -184,10 +198,15 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
         return custom
 
     def execute(self, **kwargs) -> Any:
-        """The body; then the ranks' logs closed, kept with the task (its raw output on a cluster) and shown in the
+        """The body (a rank that Horovod's launcher saw killed becomes a ``RankLostError``); then the ranks' logs closed, kept with the task (its raw output on a cluster) and shown in the
         "Horovod" Deck with the timeline and autotune log."""
         try:
             return super().execute(**kwargs)
+        except Exception as exc:  # a rank killed under the Estimator's backend: recoverable, so Flyte retries
+            lost = lost_in_horovod_launcher(exc)
+            if lost is None:
+                raise
+            raise lost from exc
         finally:
             horovod = current_horovod_spark()
             for output in horovod.outputs:
