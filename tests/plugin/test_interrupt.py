@@ -28,7 +28,8 @@ def _tmp_files() -> set:
 def test_ctrl_c_stops_every_rank_and_leaves_nothing_behind(flows, workflow):
     marker = f"HVD_TEST_RUN_{uuid.uuid4().hex}"
     before = _tmp_files()
-    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", marker: "1"}
+    # FLYTE_HOROVOD_VERBOSE=1: every rank's lines on the console, so that the test sees both ranks running
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", marker: "1", "FLYTE_HOROVOD_VERBOSE": "1"}
     # its own process group, as a shell's foreground job: the terminal's Ctrl-C goes to the whole group
     proc = subprocess.Popen([str(VENV_BIN / "pyflyte"), "run", flows, workflow], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
