@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,16 +112,14 @@ class PublishedCheckpoint(EpochCheckpoint):
     copied to ``url`` (the task's Flyte checkpoint, which these processes reach without flytekit)."""
 
     def __init__(self, url: str, keep_best: KeepBest, state: TrainState, first_epoch: int = 0):
-        super().__init__("", keep_best, state, functools.partial(copy_checkpoint, url=url), first_epoch)
+        local = Path(tempfile.gettempdir(), f"rossmann-checkpoint-{uuid.uuid4().hex}")  # made by rank 0's first save
+        super().__init__(local, keep_best, state, functools.partial(copy_checkpoint, url=url), first_epoch)
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
         import horovod.tensorflow.keras as hvd
 
-        if hvd.rank() != 0:
-            return
-        if not str(self.directory) or str(self.directory) == ".":
-            self.directory = Path(tempfile.mkdtemp(prefix="rossmann-checkpoint-"))
-        super().on_epoch_end(epoch, logs)
+        if hvd.rank() == 0:
+            super().on_epoch_end(epoch, logs)
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

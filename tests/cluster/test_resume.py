@@ -56,6 +56,17 @@ def _rank_process(attempt: Attempt, rank: int) -> psutil.Process:
     raise AssertionError(f"no rank {rank} process of {attempt.output_prefix} found; seen (pid, rank): {seen}")
 
 
+def _lost_attempt(attempt: Attempt, ran) -> tuple:
+    """Attempt 1 after its lost rank: epochs it saved (2 or more, not all), and its error, recoverable, no outputs."""
+    saved = _epochs_saved(attempt)
+    assert 2 <= saved < EPOCHS, saved
+    assert "outputs.pb" not in os.listdir(attempt.output_prefix), ran.output[-3000:]
+    assert "error.pb" in os.listdir(attempt.output_prefix), (ran.returncode, ran.output[-5000:])
+    error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error
+    assert error.kind == errors_pb2.ContainerError.RECOVERABLE, error.message[-2000:]  # so Flyte retries
+    return saved, error
+
+
 def _model(attempt: Attempt) -> dict:
     model = Path(value(attempt.outputs()["o0"]))
     return {name: json.loads((model / name).read_text()) for name in ("metrics.json", "history.json")}
@@ -76,12 +87,7 @@ def test_a_retry_after_a_lost_rank_resumes_from_the_previous_attempts_checkpoint
             time.sleep(0.1)
         _rank_process(first, 1).send_signal(signal.SIGKILL)
         ran = job.result()
-    saved = _epochs_saved(first)
-    assert 2 <= saved < EPOCHS, saved
-    assert "outputs.pb" not in os.listdir(first.output_prefix), ran.output[-3000:]
-    assert "error.pb" in os.listdir(first.output_prefix), (ran.returncode, ran.output[-5000:])
-    error = errors_pb2.ErrorDocument.FromString((first.output_prefix / "error.pb").read_bytes()).error
-    assert error.kind == errors_pb2.ContainerError.RECOVERABLE, error.message[-2000:]  # so Flyte retries
+    saved, error = _lost_attempt(first, ran)
     # horovodrun stops rank 0 when rank 1 dies; rank 0 cannot see which rank it was, and says what it knows
     assert "RankLostError" in error.message and "may have been killed or its host lost" in error.message, \
         error.message[-2000:]
@@ -148,12 +154,7 @@ def test_a_spark_route_retry_after_a_lost_rank_resumes_from_the_previous_attempt
             time.sleep(0.05)
         (rank_1 or _spark_rank(1, since)).send_signal(signal.SIGKILL)
         ran = job.result()
-    saved = _epochs_saved(first)
-    assert 2 <= saved < EPOCHS, saved
-    assert "outputs.pb" not in os.listdir(first.output_prefix), ran.output[-3000:]
-    assert "error.pb" in os.listdir(first.output_prefix), (ran.returncode, ran.output[-5000:])
-    error = errors_pb2.ErrorDocument.FromString((first.output_prefix / "error.pb").read_bytes()).error
-    assert error.kind == errors_pb2.ContainerError.RECOVERABLE, error.message[-2000:]  # so Flyte retries
+    saved, error = _lost_attempt(first, ran)
     assert "RankLostError" in error.message and "rank 1" in error.message, error.message[-2000:]
 
     retry = Attempt(tmp_path / "attempt-2", execution_id="resume0003", attempt=1,

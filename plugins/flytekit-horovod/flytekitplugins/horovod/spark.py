@@ -120,9 +120,9 @@ class HorovodSparkContext:
         """
         from horovod.spark.common.backend import SparkBackend
 
-        options = {**horovod_spark_options(self.settings, self.num_proc), **kwargs}
-        if options["num_proc"] > self.num_proc:
-            raise HorovodConfigError(f"spark_backend(num_proc={options['num_proc']}): this task reserved Spark slots "
+        num_proc = kwargs.get("num_proc", self.num_proc)
+        if num_proc > self.num_proc:
+            raise HorovodConfigError(f"spark_backend(num_proc={num_proc}): this task reserved Spark slots "
                                      f"for {self.num_proc} ranks (HorovodSpark(num_proc={self.num_proc}))")
         output = RankOutput.for_launch(self.settings.verbose)
         self.outputs.append(output)
@@ -198,8 +198,9 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
         return custom
 
     def execute(self, **kwargs) -> Any:
-        """The body (a rank that Horovod's launcher saw killed becomes a ``RankLostError``); then the ranks' logs closed, kept with the task (its raw output on a cluster) and shown in the
-        "Horovod" Deck with the timeline and autotune log."""
+        """The body (a rank that Horovod's launcher saw killed becomes a ``RankLostError``); then the ranks' logs
+        closed, kept with the task (its raw output on a cluster) and shown in the "Horovod" Deck with the timeline
+        and autotune log."""
         try:
             return super().execute(**kwargs)
         except Exception as exc:  # a rank killed under the Estimator's backend: recoverable, so Flyte retries
