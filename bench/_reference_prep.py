@@ -7,7 +7,7 @@ Horovod's examples/spark/keras/keras_spark_rossmann_estimator.py prepares Rossma
     DataFrame with ``rdd.toDF()``; joined back to the data on (Date, Store);
   * the vocabulary (``build_vocabulary``): one ``select(col).distinct().collect()`` job per column;
   * the encoding (``lookup_columns``): a Python UDF per categorical column, ``mapping.index(value)``.
-The joins, date parts, competition and Promo2 columns are plain column expressions there as here, so they
+The joins, date parts, store crosses, competition and Promo2 columns are plain column expressions there as here, so they
 are shared with ``rossmann.features``. The definitions (what a counter counts, indices 1..n with 0 for
 unknown, float32 continuous columns) are ours, so that both outputs can be compared value for value.
 """
@@ -28,7 +28,7 @@ from rossmann.data import RawData
 from rossmann.dates import backtest_window
 from rossmann.features import (BACKTEST, CATEGORICAL_COLS, CONTINUOUS_COLS, COUNTER_HORIZON, EVENT_COLS, LABEL_COL,
                                _replace_dir, _row_groups, _vocab_key, _write_metadata, add_competition_features,
-                               add_date_parts, add_promo2_features, join_sources)
+                               add_date_parts, add_promo2_features, add_store_crosses, join_sources)
 
 
 def _is_event(value) -> bool:
@@ -101,7 +101,8 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, min_row_groups: int
     val_start, val_end = backtest_window(raw.train.agg(F.max("Date")).first()[0], (test_start, test_end))
     both = (raw.train.withColumn("_test", F.lit(False))
             .unionByName(raw.test.withColumn("_test", F.lit(True)), allowMissingColumns=True))
-    joined = add_promo2_features(add_competition_features(add_date_parts(join_sources(both, raw))))
+    joined = add_store_crosses(add_date_parts(join_sources(both, raw)))
+    joined = add_promo2_features(add_competition_features(joined))
     df = joined = joined.persist(StorageLevel.MEMORY_AND_DISK_DESER)  # the reference caches here too
     elapsed = add_elapsed(df.select("Date", "Store", *EVENT_COLS), EVENT_COLS)
     counters = [prefix + col for prefix in ("Before", "After") for col in EVENT_COLS]

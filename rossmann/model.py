@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+import pandas as pd
 import tensorflow as tf
 
 from rossmann.metrics import exp_rmspe
@@ -79,6 +81,25 @@ def fill_untrained_embeddings(model: tf.keras.Model, metadata: Metadata) -> dict
             layer.set_weights([weights])
             filled[col] = len(rows)
     return filled
+
+
+def calibrate_for_rmspe(model: tf.keras.Model, rows: pd.DataFrame, metadata: Metadata) -> tuple[tf.keras.Model, float]:
+    """The model with its sales scaled by the factor that minimises RMSPE on `rows` (training rows), and the factor.
+
+    MAE on log sales makes the model predict the median of sales; RMSPE, which weighs an error by 1 / true sales, is
+    lowest for a lower prediction (for log-normal noise of spread s, the median times exp(-1.5 s^2)). The factor
+    c = sum(r) / sum(r^2), r = predicted / true sales, is that optimum for one common scale; it is added to the
+    output as log(c) with a built-in layer, so the saved model predicts calibrated log sales.
+    """
+    from rossmann.predict import predict_log_sales
+
+    label = metadata["label_col"]
+    log_sales = rows[label].to_numpy(np.float64)
+    scored = log_sales > 0.001  # sales > 1, as exp_rmspe scores them
+    ratio = np.exp(predict_log_sales(model, rows[scored], metadata) - log_sales[scored])
+    scale = float(ratio.sum() / np.square(ratio).sum()) if scored.any() else 1.0
+    output = tf.keras.layers.Rescaling(1.0, offset=math.log(scale), name="rmspe_calibration")(model.output)
+    return tf.keras.Model(model.inputs, output, name=model.name), scale
 
 
 def make_optimizer(learning_rate: float) -> tf.keras.optimizers.Optimizer:

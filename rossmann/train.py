@@ -5,11 +5,13 @@
   MPI route); each rank reads its own share of the training Parquet row groups.
 
 Both validate on the prepared `val` split, the backtest (the last days of train.csv, featured as if the data
-ended there), decay the learning rate along a half cosine, print one line per epoch from rank 0 and keep
-the weights of the epoch with the lowest backtest RMSPE.
+ended there), decay the learning rate along a half cosine, print one line per epoch from rank 0, keep
+the weights of the epoch with the lowest backtest RMSPE, and scale the model's sales to the RMSPE optimum on
+training rows (`rossmann.model.calibrate_for_rmspe`).
 
 Model directory: `model/` (TensorFlow SavedModel), `history.json` ({metric: [value per epoch]}) and
-`metrics.json` (best_val_exp_rmspe, backtest_rmspe, epochs, ranks, train_rows, backtest_rows, seconds, ...).
+`metrics.json` (best_val_exp_rmspe, backtest_rmspe, rmspe_scale, epochs, ranks, train_rows, backtest_rows,
+seconds, ...).
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ import tensorflow as tf
 from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, copy_checkpoint, read_state, restore
 from rossmann.hyperparameters import BATCH_SIZE, DROPOUT, EPOCHS, HIDDEN, LEARNING_RATE
 from rossmann.metrics import CUSTOM_OBJECTS, exp_rmspe, rmspe
-from rossmann.model import LOSS, build_model, compile_model, fill_untrained_embeddings, make_optimizer
+from rossmann.model import (LOSS, build_model, calibrate_for_rmspe, compile_model, fill_untrained_embeddings,
+                            make_optimizer)
 from rossmann.predict import predict_log_sales
 from rossmann.prepared import (
     Metadata,
@@ -266,11 +269,13 @@ def fit_estimator(
         model.set_weights(best_weights)
         trained = model
     log.info("untrained category values set to the mean embedding: %s", fill_untrained_embeddings(trained, metadata))
+    trained, scale = calibrate_for_rmspe(trained, read_split(prepared / "train", features + [label]), metadata)
     if out_dir is not None:
         val = read_split(prepared / "val", features + [label])
         save_training_outputs(trained, history, out_dir, {
             "route": "spark-estimator",
             "ranks": ranks,
+            "rmspe_scale": scale,
             "train_rows": count_rows(prepared / "train"),
             "backtest_rows": len(val),
             "backtest_rmspe": _val_rmspe(trained, val, metadata),
@@ -372,9 +377,11 @@ def train_rank(
         result.setdefault(key, []).extend(float(v) for v in values)
     if rank == 0:
         log.info("untrained category values set to the mean embedding: %s", fill_untrained_embeddings(model, metadata))
+        model, scale = calibrate_for_rmspe(model, train, metadata)  # on rank 0's share of the training rows
         save_training_outputs(model, result, out_dir, {
             "route": "horovod-ranks",
             "ranks": size,
+            "rmspe_scale": scale,
             "train_rows": train_rows,
             "backtest_rows": len(val),
             "backtest_rmspe": _val_rmspe(model, val, metadata),

@@ -19,7 +19,7 @@ from rossmann.prepared import read_split
 CATEGORICAL = [
     "Store", "State", "DayOfWeek", "Year", "Month", "Day", "Week", "CompetitionMonthsOpen", "Promo2Weeks",
     "StoreType", "Assortment", "PromoInterval", "CompetitionOpenSinceYear", "Promo2SinceYear", "Events", "Promo",
-    "StateHoliday", "SchoolHoliday",
+    "StateHoliday", "SchoolHoliday", "StoreDayOfWeek", "StorePromo",
 ]
 CONTINUOUS = [
     "CompetitionDistance", "Max_TemperatureC", "Mean_TemperatureC", "Min_TemperatureC", "Max_Humidity",
@@ -111,6 +111,17 @@ def test_parquet_contract(prepared, small_data):
     open_ = test.set_index("Id")["Open"]
     assert (open_[raw_test["Open"].isna()] == 1).all()  # empty Open is treated as open
     assert (open_[raw_test["Open"] == 0] == 0).all()
+
+    def decoded(frame, col):
+        return frame[col].map(lambda i: int(metadata["vocab"][col][i - 1]))
+
+    for frame in frames.values():  # each store's own day of week and promo: the store's number, then the value
+        assert (decoded(frame, "StoreDayOfWeek") == decoded(frame, "Store") * 10 + decoded(frame, "DayOfWeek")).all()
+        assert (decoded(frame, "StorePromo") == decoded(frame, "Store") * 10 + decoded(frame, "Promo")).all()
+    # a store only in test.csv: its crosses are values the model never trained on (so they get the mean embedding)
+    new_store = metadata["untrained"]["Store"]
+    crosses = {v for v in metadata["vocab"]["StoreDayOfWeek"] if v[:-1] in new_store}
+    assert new_store and crosses and crosses <= set(metadata["untrained"]["StoreDayOfWeek"])
 
 
 def test_counters_are_within_the_store(prepared):

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from _fixtures import make_prepared
 from rossmann.metrics import CUSTOM_OBJECTS, exp_rmspe, rmspe
-from rossmann.model import build_model, compile_model, fill_untrained_embeddings, make_optimizer
+from rossmann.model import build_model, calibrate_for_rmspe, compile_model, fill_untrained_embeddings, make_optimizer
 from rossmann.predict import predict_log_sales
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, model_inputs, read_split
 
@@ -39,7 +39,7 @@ def test_model_inputs_outputs_and_range(prepared):
     out, metadata, train, _ = prepared
     model = build_model(metadata, continuous_stats(out, metadata), hidden=(16,), dropout=0.0)
     assert model.input_names == feature_cols(metadata)
-    assert len(model.inputs) == 36
+    assert len(model.inputs) == 38
     pred = predict_log_sales(model, train.iloc[:500], metadata)
     assert pred.shape == (500,)
     assert np.isfinite(pred).all()
@@ -88,3 +88,22 @@ def test_untrained_category_values_get_the_mean_of_the_trained_embeddings(prepar
     last = len(stores)  # its row: vocabulary index + 1
     assert np.allclose(after[last], before[1:last].mean(axis=0)) and not np.allclose(before[last], after[last])
     assert np.array_equal(after[:last], before[:last])  # the trained rows (and row 0, unknown) are untouched
+
+
+def test_calibration_scales_sales_to_the_rmspe_optimum_of_log_normal_noise(prepared, tmp_path):
+    """Sales = the model's median x exp(N(0, 0.1^2)): the RMSPE-optimal factor is exp(-1.5 * 0.1^2), about 0.985;
+    the calibrated model predicts exactly log(factor) more, scores a lower RMSPE, and survives a save and load."""
+    out, metadata, train, _ = prepared
+    model = build_model(metadata, continuous_stats(out, metadata), hidden=(8,), dropout=0.0)
+    rows = train.sample(20_000, replace=True, random_state=0).reset_index(drop=True)
+    median = predict_log_sales(model, rows, metadata)
+    rows["Sales_log"] = median + np.random.default_rng(0).normal(0.0, 0.1, len(rows))
+    calibrated, scale = calibrate_for_rmspe(model, rows, metadata)
+    assert scale == pytest.approx(math.exp(-1.5 * 0.1 ** 2), abs=0.003)
+    shifted = predict_log_sales(calibrated, rows, metadata)
+    np.testing.assert_allclose(shifted, median + math.log(scale), atol=1e-5)
+    sales = np.exp(rows["Sales_log"].to_numpy())
+    assert rmspe(sales, np.exp(shifted)) < rmspe(sales, np.exp(median)) - 0.0005
+    calibrated.save(str(tmp_path / "saved"), save_format="tf")
+    again = tf.keras.models.load_model(str(tmp_path / "saved"), custom_objects=CUSTOM_OBJECTS, compile=False)
+    np.testing.assert_allclose(predict_log_sales(again, rows.iloc[:100], metadata), shifted[:100], atol=1e-5)

@@ -82,16 +82,19 @@ def test_wf_mpi_forecasts_data_of_another_shape(pyflyte_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_model_over_16_mb_trains_through_the_spark_route(pyflyte_run):
+@pytest.mark.parametrize("workflow, route", [("wf", "spark-estimator"), ("wf_mpi", "horovod-ranks")])
+def test_a_model_over_16_mb_trains_through_both_routes(pyflyte_run, workflow, route):
     """Rank 0's result, the trained weights, is larger than Spark's direct task results (1 MB) and
-    spark.task.maxDirectResultSize: it must come through the driver's block manager."""
+    spark.task.maxDirectResultSize: on the Spark route it must come through the driver's block manager; on the MPI
+    route every step allreduces gradients of that size."""
     hp = {"hidden": [2048, 2048], "epochs": 1, "n_stores": 4, "start": "2015-01-01"}
-    ran = pyflyte_run(WORKFLOWS, "wf", "--hp", json.dumps(hp), timeout=900)
+    ran = pyflyte_run(WORKFLOWS, workflow, "--hp", json.dumps(hp), timeout=900)
     assert ran.returncode == 0, ran.output[-4000:]
     model, _ = _outputs(ran.output)
     weights = sum(f.stat().st_size for f in (model / "model" / "variables").iterdir())
     assert weights > 16 * 2**20, weights
-    assert json.loads((model / "metrics.json").read_text())["epochs"] == 1
+    metrics = json.loads((model / "metrics.json").read_text())
+    assert metrics["epochs"] == 1 and metrics["route"] == route and metrics["ranks"] == 2
 
 
 def test_bad_input_fails_before_training_naming_file_and_column(pyflyte_run, tmp_path):
