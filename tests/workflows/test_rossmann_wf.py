@@ -35,10 +35,9 @@ def _check_submission(predictions: Path, data_dir: Path):
     assert (submission.loc[~submission["Id"].isin(closed), "Sales"] > 0).all()
 
 
-def _check_forecast(ran, epochs: int, data_dir: Path, route: str):
-    """The run's backtest predicted its test RMSPE within 15%, both are close to the perfect model's (measured
-    1.09-1.14x; the issue's target of 1.10x on the test period is not met yet, so this guards 1.20x), every epoch
-    printed one line, and the summary and the submission's score were printed."""
+def _check_forecast(ran, epochs: int, data_dir: Path, route: str, bound: float):
+    """The run's backtest predicted its test RMSPE within 15%, both are within `bound` times the perfect model's,
+    every epoch printed one line, and the summary and the submission's score were printed."""
     assert ran.returncode == 0, ran.output[-4000:]
     model, predictions = _outputs(ran.output)
     metrics = json.loads((model / "metrics.json").read_text())
@@ -46,7 +45,7 @@ def _check_forecast(ran, epochs: int, data_dir: Path, route: str):
     assert metrics["route"] == route and metrics["ranks"] == 2
     assert len(history["val_exp_rmspe"]) == metrics["epochs"] == epochs
     assert abs(metrics["backtest_rmspe"] / metrics["test_rmspe"] - 1) <= 0.15, metrics
-    assert metrics["test_over_perfect"] <= 1.20 and metrics["backtest_over_perfect"] <= 1.20, metrics
+    assert metrics["test_over_perfect"] <= bound and metrics["backtest_over_perfect"] <= bound, metrics
     epoch_lines = re.findall(r"rank 0: epoch (\d+)/(\d+): loss [\d.]+, backtest RMSPE [\d.]+, [\d.]+ s", ran.output)
     assert epoch_lines == [(str(i), str(epochs)) for i in range(1, epochs + 1)], ran.output[-4000:]
     assert re.search(r"backtest RMSPE [\d.]+ \(perfect model [\d.]+, [\d.]+x\); test RMSPE [\d.]+ \(perfect "
@@ -63,7 +62,8 @@ def test_default_wf_forecasts_the_test_period_close_to_the_perfect_model(pyflyte
 
     ran = pyflyte_run(WORKFLOWS, "wf", timeout=900)
     report = synthetic.generate(str(tmp_path), n_stores=50, seed=0)  # the same default data, regenerated
-    metrics = _check_forecast(ran, Hyperparameters().epochs, tmp_path, "spark-estimator")
+    # the issue's bound for the default run (measured 1.05x test, 1.05x backtest)
+    metrics = _check_forecast(ran, Hyperparameters().epochs, tmp_path, "spark-estimator", bound=1.10)
     printed = ran.output.strip().splitlines()
     assert len(printed) <= 60, f"the default run printed {len(printed)} lines:\n{ran.output}"
     assert metrics["test_perfect_rmspe"] == pytest.approx(report.test_noise_floor_rmspe)
@@ -77,7 +77,8 @@ def test_wf_mpi_forecasts_data_of_another_shape(pyflyte_run, tmp_path):
     ran = pyflyte_run(WORKFLOWS, "wf_mpi", "--hp", json.dumps(OTHER_SHAPE), timeout=900)
     assert "[1]<stderr>:" not in ran.output  # rank 1's lines go to the log file only (FLYTE_HOROVOD_VERBOSE=1: here)
     synthetic.generate(str(tmp_path), **OTHER_SHAPE)
-    metrics = _check_forecast(ran, Hyperparameters().epochs, tmp_path, "horovod-ranks")
+    # a guard (measured 1.09x test and backtest): one store of 70 opens in the test period, its level unknowable
+    metrics = _check_forecast(ran, Hyperparameters().epochs, tmp_path, "horovod-ranks", bound=1.15)
     assert metrics["ranks"] == 2  # a world of two ranks trained (every gradient allreduced with rank 1)
 
 
