@@ -13,10 +13,13 @@ the same script, so the ratios say how the run scales with 22x the data.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import Dict, List, Optional
 
 import psutil
@@ -24,6 +27,7 @@ import psutil
 from bench._common import ROOT, VENV_BIN, header, parser, save
 
 FULL = {"n_stores": 1115}
+TIMEOUT_S = 3600
 TASK_LINE = re.compile(r"\[(\w+)\] done in ([\d.]+) s")
 SUMMARY = re.compile(r"backtest RMSPE ([\d.]+) \(perfect model ([\d.]+), [\d.]+x\); test RMSPE ([\d.]+) "
                      r"\(perfect model ([\d.]+)")
@@ -40,12 +44,12 @@ def tree_rss(root: psutil.Process) -> int:
     return total
 
 
-def run_wf(hp: Dict, log_path) -> Dict:
-    """One ``pyflyte run ... wf --hp <hp>``: wall time, per-task seconds, peak RSS of the process tree, scores."""
-    args = [str(VENV_BIN / "pyflyte"), "run", "workflows/rossmann.py", "wf", "--hp", json.dumps(hp)]
+def measured(args: List[str], log_path: Path, cwd: Path = ROOT) -> Dict:
+    """Run a command (its own process group, output to ``log_path``): wall time, peak RSS of its process tree,
+    output; it must exit 0."""
     started = time.monotonic()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(args, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         root, peak, done = psutil.Process(proc.pid), [0], threading.Event()
 
         def sample() -> None:
@@ -54,16 +58,30 @@ def run_wf(hp: Dict, log_path) -> Dict:
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        code = proc.wait()
-        done.set()
-        sampler.join()
+        try:
+            code = proc.wait(timeout=TIMEOUT_S)
+        except BaseException:  # timeout or Ctrl-C: end what this run started (its process group), then re-raise
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        finally:
+            done.set()
+            sampler.join()
     wall = time.monotonic() - started
-    output = open(log_path).read()
+    output = log_path.read_text(errors="replace")
     if code != 0:
-        raise SystemExit(f"pyflyte run failed ({code}); see {log_path}:\n{output[-3000:]}")
+        raise SystemExit(f"{' '.join(args[:4])} ... failed ({code}); see {log_path}:\n{output[-3000:]}")
+    return {"wall_s": round(wall, 1), "peak_rss_gib": round(peak[0] / 2**30, 2), "output": output}
+
+
+def run_wf(hp: Dict, log_path) -> Dict:
+    """One ``pyflyte run ... wf --hp <hp>``: wall time, per-task seconds, peak RSS of the process tree, scores."""
+    args = [str(VENV_BIN / "pyflyte"), "run", "workflows/rossmann.py", "wf", "--hp", json.dumps(hp)]
+    ran = measured(args, Path(log_path))
+    wall, peak, output = ran["wall_s"], ran["peak_rss_gib"], ran["output"]
     tasks = {name: float(seconds) for name, seconds in TASK_LINE.findall(output)}
     scores: Optional[List[str]] = (SUMMARY.search(output).groups() if SUMMARY.search(output) else None)
-    result = {"hp": hp, "wall_s": round(wall, 1), "tasks_s": tasks, "peak_rss_gib": round(peak[0] / 2**30, 2)}
+    result = {"hp": hp, "wall_s": wall, "tasks_s": tasks, "peak_rss_gib": peak}
     if scores:
         result.update(backtest_rmspe=float(scores[0]), backtest_perfect=float(scores[1]),
                       test_rmspe=float(scores[2]), test_perfect=float(scores[3]))

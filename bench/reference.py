@@ -28,18 +28,12 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
-import threading
-import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-import psutil
-
 from bench._common import (CACHE, PYTHON, ROOT, VENV_BIN, fmt, header, load_average, machine, parser, save,
                            table)
-from bench.full_size import SUMMARY, TASK_LINE, tree_rss
+from bench.full_size import SUMMARY, TASK_LINE, measured
 
 EXAMPLE = ROOT / "bench" / "_reference_example.py"
 EXAMPLE_SOURCE = "horovod/horovod v0.28.1 (1d217b5), examples/spark/keras/keras_spark_rossmann_estimator.py"
@@ -49,7 +43,6 @@ QUICK = dict(n_stores=8, seed=0, start="2014-06-01", end="2015-07-31")  # over a
 QUICK_EPOCHS = 1                                                          # the test period a year earlier
 OUTPUTS = re.compile(r"Outputs\(model=(\S+), predictions=(\S+)\)")
 BEST = re.compile(r"Best RMSPE: ([\d.]+)")
-TIMEOUT_S = 3600
 ADDED = "googletrend_rows_added.json"  # in the example's copy of the data: what for_example added
 
 
@@ -162,36 +155,6 @@ def score(submission_csv: Path, data: Path) -> Dict:
     return {"test_rmspe": round(rmspe(rows["Sales"], rows["Predicted"]), 5),
             "test_perfect_rmspe": round(rmspe(rows["Sales"], rows["PerfectSales"]), 5),
             "test_rows_scored": len(rows), "submission_rows": len(submission)}
-
-
-def measured(args: List[str], log_path: Path, cwd: Path = ROOT) -> Dict:
-    """Run a command (its own process group, output to ``log_path``): wall time, peak RSS of its process tree,
-    output; it must exit 0."""
-    started = time.monotonic()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(args, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        root, peak, done = psutil.Process(proc.pid), [0], threading.Event()
-
-        def sample() -> None:
-            while not done.wait(0.5):
-                peak[0] = max(peak[0], tree_rss(root))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        try:
-            code = proc.wait(timeout=TIMEOUT_S)
-        except BaseException:  # timeout or Ctrl-C: end what this run started (its process group), then re-raise
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        finally:
-            done.set()
-            sampler.join()
-    wall = time.monotonic() - started
-    output = log_path.read_text(errors="replace")
-    if code != 0:
-        raise SystemExit(f"{' '.join(args[:4])} ... failed ({code}); see {log_path}:\n{output[-3000:]}")
-    return {"wall_s": round(wall, 1), "peak_rss_gib": round(peak[0] / 2**30, 2), "output": output}
 
 
 def run_reference(name: str, data: Path, epochs: int) -> Dict:
