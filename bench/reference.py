@@ -134,27 +134,20 @@ def for_example(data: Path) -> Tuple[Path, List[str]]:
 
 def score(submission_csv: Path, data: Path) -> Dict:
     """RMSPE of a submission (Id and one prediction column) on the test rows with true Sales > 0, and the perfect
-    model's on the same rows; the same function for both contestants."""
+    model's on the same rows: the workflow's own scoring (``rossmann.report.score_test``), for both contestants."""
     import pandas as pd
 
-    from rossmann.metrics import rmspe
-    from rossmann.synthetic import TEST_TRUTH
+    from rossmann.report import score_test
 
     submission = pd.read_csv(submission_csv)
     if submission.shape[1] != 2 or submission.columns[0] != "Id":
         raise ValueError(f"{submission_csv}: expected columns Id and a prediction, got {list(submission.columns)}")
-    submission = submission.set_axis(["Id", "Predicted"], axis=1)
+    submission = submission.set_axis(["Id", "Sales"], axis=1)
     if submission["Id"].duplicated().any():
         raise ValueError(f"{submission_csv}: duplicate Ids")
-    truth = pd.read_csv(data / TEST_TRUTH)
-    rows = truth.merge(submission, on="Id", how="left")
-    rows = rows[rows["Sales"] > 0]
-    missing = int(rows["Predicted"].isna().sum())
-    if missing:
-        raise ValueError(f"{submission_csv} lacks {missing} of the {len(rows)} scored test Ids")
-    return {"test_rmspe": round(rmspe(rows["Sales"], rows["Predicted"]), 5),
-            "test_perfect_rmspe": round(rmspe(rows["Sales"], rows["PerfectSales"]), 5),
-            "test_rows_scored": len(rows), "submission_rows": len(submission)}
+    scores = score_test(submission, data)  # data holds the generator's test_truth.csv
+    return {"test_rmspe": round(scores["test_rmspe"], 5), "test_perfect_rmspe": round(scores["test_perfect_rmspe"], 5),
+            "test_rows_scored": scores["test_rows_scored"], "submission_rows": len(submission)}
 
 
 def run_reference(name: str, data: Path, epochs: int) -> Dict:

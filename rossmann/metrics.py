@@ -18,12 +18,15 @@ def rmspe(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float(np.sqrt(np.mean(pct**2)))
 
 
+SCORED_LOG_SALES = 0.001  # rows with log sales at or below it (sales <= 1) are not scored from log sales
+
+
 @tf.keras.saving.register_keras_serializable(package="rossmann")
 def exp_rmspe(y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
     """RMSPE of a batch, from log sales (rows with log sales <= 0.001, i.e. sales <= 1, are ignored)."""
     y_true = tf.cast(y_true, y_pred.dtype)
     pct = tf.square((tf.exp(y_true) - tf.exp(y_pred)) / tf.exp(y_true))
-    scored = y_true > 0.001
+    scored = y_true > SCORED_LOG_SALES
     total = tf.reduce_sum(tf.where(scored, pct, tf.zeros_like(pct)))
     count = tf.reduce_sum(tf.cast(scored, pct.dtype))
     return tf.sqrt(tf.math.divide_no_nan(total, count))

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from rossmann.metrics import exp_rmspe
+from rossmann.metrics import SCORED_LOG_SALES, exp_rmspe
 from rossmann.prepared import ContinuousStats, Metadata
 
 LOSS = "mae"
@@ -95,7 +95,7 @@ def calibrate_for_rmspe(model: tf.keras.Model, rows: pd.DataFrame, metadata: Met
 
     label = metadata["label_col"]
     log_sales = rows[label].to_numpy(np.float64)
-    scored = log_sales > 0.001  # sales > 1, as exp_rmspe scores them
+    scored = log_sales > SCORED_LOG_SALES  # as exp_rmspe scores them
     ratio = np.exp(predict_log_sales(model, rows[scored], metadata) - log_sales[scored])
     scale = float(ratio.sum() / np.square(ratio).sum()) if scored.any() else 1.0
     output = tf.keras.layers.Rescaling(1.0, offset=math.log(scale), name="rmspe_calibration")(model.output)
