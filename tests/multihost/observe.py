@@ -93,7 +93,6 @@ class Observer:
         self.before: Dict[str, Dict[str, int]] = {}
         self.after: Dict[str, Dict[str, int]] = {}
         self.seen: Dict[int, RankSeen] = {}  # by pid
-        self._envs: Dict[int, Optional[Dict[str, str]]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="multihost-observer", daemon=True)
 
@@ -117,22 +116,24 @@ class Observer:
         for name, host in self.hosts.items():
             ranks = {}
             for pid in host.pids():
-                if pid not in self._envs:
-                    self._envs[pid] = _environ(pid)
-                env = self._envs[pid]
-                var = next((v for v in RANK_VARS if env and env.get(v, "") != ""), None)
-                if var is None:
-                    continue
-                if pid not in self.seen:
-                    self.seen[pid] = RankSeen(int(env[var]), name, pid, {k: env[k] for k in SEEN_VARS if k in env},
-                                              describe(pid))
-                seen = self.seen[pid]
-                ranks[pid] = seen
+                seen = self.seen.get(pid) or self._rank(name, pid)
+                if seen is not None:
+                    self.seen[pid] = ranks[pid] = seen
             if not ranks:
                 continue
             for local, remote, pids in connections(host):
                 for pid in pids & set(ranks):
                     ranks[pid].peers.add((local, remote))
+
+    @staticmethod
+    def _rank(host: str, pid: int) -> Optional[RankSeen]:
+        """The rank a process is, if its launcher gave it one. Read again at every sample until it is one: a rank that
+        ``orted`` forked shows ``orted``'s environment until its exec, so a first look can come too early."""
+        env = _environ(pid)
+        var = next((v for v in RANK_VARS if env and env.get(v, "") != ""), None)
+        if var is None:
+            return None
+        return RankSeen(int(env[var]), host, pid, {k: env[k] for k in SEEN_VARS if k in env}, describe(pid))
 
     def jobs(self) -> Dict[str, "Job"]:
         """The Horovod jobs seen, by where their ranks met (Gloo rendezvous or mpirun's address)."""
