@@ -29,6 +29,7 @@ from bench._common import ROOT, VENV_BIN, header, parser, save
 FULL = {"n_stores": 1115}
 TIMEOUT_S = 3600
 TASK_LINE = re.compile(r"\[(\w+)\] done in ([\d.]+) s")
+OUTPUTS = re.compile(r"Outputs\(model=(\S+), predictions=(\S+)\)")
 SUMMARY = re.compile(r"backtest RMSPE ([\d.]+) \(perfect model ([\d.]+), [\d.]+x\); test RMSPE ([\d.]+) "
                      r"\(perfect model ([\d.]+)")
 
@@ -74,9 +75,12 @@ def measured(args: List[str], log_path: Path, cwd: Path = ROOT) -> Dict:
     return {"wall_s": round(wall, 1), "peak_rss_gib": round(peak[0] / 2**30, 2), "output": output}
 
 
-def run_wf(hp: Dict, log_path) -> Dict:
-    """One ``pyflyte run ... wf --hp <hp>``: wall time, per-task seconds, peak RSS of the process tree, scores."""
+def run_wf(hp: Dict, log_path, data_dir: Optional[Path] = None) -> Dict:
+    """One ``pyflyte run ... wf --hp <hp> [--data_dir <data_dir>]``: wall time, per-task seconds, peak RSS of the
+    process tree, the scores it printed, and its predictions folder."""
     args = [str(VENV_BIN / "pyflyte"), "run", "workflows/rossmann.py", "wf", "--hp", json.dumps(hp)]
+    if data_dir is not None:
+        args += ["--data_dir", str(data_dir)]
     ran = measured(args, Path(log_path))
     wall, peak, output = ran["wall_s"], ran["peak_rss_gib"], ran["output"]
     tasks = {name: float(seconds) for name, seconds in TASK_LINE.findall(output)}
@@ -85,6 +89,9 @@ def run_wf(hp: Dict, log_path) -> Dict:
     if scores:
         result.update(backtest_rmspe=float(scores[0]), backtest_perfect=float(scores[1]),
                       test_rmspe=float(scores[2]), test_perfect=float(scores[3]))
+    outputs = OUTPUTS.search(output)
+    if outputs:
+        result["predictions"] = outputs.group(2)
     print(f"{json.dumps(hp)}: {result['wall_s']} s, tasks {tasks}, peak RSS {result['peak_rss_gib']} GiB, "
           f"scores {scores}", flush=True)
     return result

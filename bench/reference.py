@@ -31,9 +31,9 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from bench._common import (CACHE, PYTHON, ROOT, VENV_BIN, fmt, header, load_average, machine, parser, save,
+from bench._common import (CACHE, PYTHON, ROOT, fmt, header, load_average, machine, parser, save,
                            table)
-from bench.full_size import SUMMARY, TASK_LINE, measured
+from bench.full_size import measured, run_wf
 
 EXAMPLE = ROOT / "bench" / "_reference_example.py"
 EXAMPLE_SOURCE = "horovod/horovod v0.28.1 (1d217b5), examples/spark/keras/keras_spark_rossmann_estimator.py"
@@ -41,7 +41,6 @@ RANKS = 2
 OTHER_SHAPE = dict(n_stores=150, seed=7, start="2013-03-01", end="2015-04-30")
 QUICK = dict(n_stores=8, seed=0, start="2014-06-01", end="2015-07-31")  # over a year: the example validates on
 QUICK_EPOCHS = 1                                                          # the test period a year earlier
-OUTPUTS = re.compile(r"Outputs\(model=(\S+), predictions=(\S+)\)")
 BEST = re.compile(r"Best RMSPE: ([\d.]+)")
 ADDED = "googletrend_rows_added.json"  # in the example's copy of the data: what for_example added
 
@@ -171,24 +170,15 @@ def run_reference(name: str, data: Path, epochs: int) -> Dict:
 
 def run_ours(name: str, data: Path, hp: Dict, epochs: int) -> Dict:
     """``pyflyte run workflows/rossmann.py wf --data_dir <data>``; scored here from its submission.csv."""
-    args = [str(VENV_BIN / "pyflyte"), "run", "workflows/rossmann.py", "wf", "--data_dir", str(data)]
-    if hp:
-        args += ["--hp", json.dumps(hp)]
-    print(f"[{name}] ours: pyflyte run workflows/rossmann.py wf --data_dir <data> {json.dumps(hp) if hp else ''}",
-          flush=True)
-    ran = measured(args, CACHE / f"reference_{name}_ours.log")
-    output = ran.pop("output")
-    outputs = OUTPUTS.search(output)
-    if not outputs:
-        raise SystemExit(f"no Outputs(...) line in the pyflyte output:\n{output[-3000:]}")
-    summary = SUMMARY.search(output)
-    result = {"epochs": epochs, "hp": hp, **ran, **score(Path(outputs.group(2)) / "submission.csv", data),
-              "tasks_s": {task: float(s) for task, s in TASK_LINE.findall(output)},
-              "printed_test_rmspe": float(summary.group(3)) if summary else None,
-              "backtest_rmspe": float(summary.group(1)) if summary else None}
-    if result["printed_test_rmspe"] is not None and abs(result["printed_test_rmspe"] - result["test_rmspe"]) > 1e-4:
-        raise SystemExit(f"the workflow printed test RMSPE {result['printed_test_rmspe']}, scored here "
-                         f"{result['test_rmspe']}: not the same submission or not the same scoring")
+    print(f"[{name}] ours: pyflyte run workflows/rossmann.py wf --data_dir <data> --hp {json.dumps(hp)}", flush=True)
+    ran = run_wf(hp, CACHE / f"reference_{name}_ours.log", data)
+    if "predictions" not in ran:
+        raise SystemExit(f"no Outputs(...) line in the pyflyte output; see {CACHE / f'reference_{name}_ours.log'}")
+    scored = score(Path(ran["predictions"]) / "submission.csv", data)
+    if "test_rmspe" in ran and abs(ran["test_rmspe"] - scored["test_rmspe"]) > 1e-4:
+        raise SystemExit(f"the workflow printed test RMSPE {ran['test_rmspe']}, scored here {scored['test_rmspe']}: "
+                         f"not the same submission or not the same scoring")
+    result = {"epochs": epochs, **ran, **scored}
     print(f"[{name}] ours: {result}", flush=True)
     return result
 

@@ -119,10 +119,18 @@ class PublishedCheckpoint(EpochCheckpoint):
         super().__init__(local, keep_best, state, functools.partial(copy_checkpoint, url=url), first_epoch)
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
-        import horovod.tensorflow.keras as hvd
-
-        if hvd.rank() == 0:
+        if _rank() == 0:
             super().on_epoch_end(epoch, logs)
+
+    def on_train_end(self, logs: Mapping[str, float] | None = None) -> None:
+        if _rank() == 0:  # every rank has this path; another may end while rank 0 still saves its last epoch
+            shutil.rmtree(self.directory, ignore_errors=True)  # its copy at the url is the checkpoint
+
+
+def _rank() -> int:
+    import horovod.tensorflow.keras as hvd
+
+    return hvd.rank()
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -171,10 +179,19 @@ def save_training_outputs(
     return metrics
 
 
-def _val_rmspe(model: tf.keras.Model, val: pd.DataFrame, metadata: Metadata) -> float:
-    """Exact RMSPE of the whole backtest split (the per-batch Keras metric is only an average)."""
-    pred = predict_log_sales(model, val, metadata)
-    return rmspe(np.exp(val[metadata["label_col"]].to_numpy(np.float64)), np.exp(pred))
+def _finish(model: tf.keras.Model, history: History, metadata: Metadata, train: pd.DataFrame, val: pd.DataFrame,
+            out_dir: str | os.PathLike | None, start: float, **metrics: Any) -> tf.keras.Model:
+    """Both routes' last steps: category values no training row had get the mean embedding, the output is calibrated
+    for RMSPE on `train`, and with out_dir the model directory is written, `metrics` with the calibration factor and
+    the exact RMSPE of the whole backtest split `val` (the per-batch Keras metric is only an average)."""
+    log.info("untrained category values set to the mean embedding: %s", fill_untrained_embeddings(model, metadata))
+    model, scale = calibrate_for_rmspe(model, train, metadata)
+    if out_dir is not None:
+        backtest = rmspe(np.exp(val[metadata["label_col"]].to_numpy(np.float64)),
+                         np.exp(predict_log_sales(model, val, metadata)))
+        save_training_outputs(model, history, out_dir, {**metrics, "rmspe_scale": scale, "backtest_rows": len(val),
+                                                        "backtest_rmspe": backtest, "seconds": time.time() - start})
+    return model
 
 
 def fit_estimator(
@@ -268,19 +285,9 @@ def fit_estimator(
     else:  # the previous attempt finished every epoch: its best weights are the model
         model.set_weights(best_weights)
         trained = model
-    log.info("untrained category values set to the mean embedding: %s", fill_untrained_embeddings(trained, metadata))
-    trained, scale = calibrate_for_rmspe(trained, read_split(prepared / "train", features + [label]), metadata)
-    if out_dir is not None:
-        val = read_split(prepared / "val", features + [label])
-        save_training_outputs(trained, history, out_dir, {
-            "route": "spark-estimator",
-            "ranks": ranks,
-            "rmspe_scale": scale,
-            "train_rows": count_rows(prepared / "train"),
-            "backtest_rows": len(val),
-            "backtest_rmspe": _val_rmspe(trained, val, metadata),
-            "seconds": time.time() - start,
-        })
+    train, val = (read_split(prepared / split, features + [label]) for split in ("train", "val"))
+    trained = _finish(trained, history, metadata, train, val, out_dir, start,
+                      route="spark-estimator", ranks=ranks, train_rows=len(train))
     return trained, history
 
 
@@ -375,16 +382,7 @@ def train_rank(
     )
     for key, values in fitted.history.items():
         result.setdefault(key, []).extend(float(v) for v in values)
-    if rank == 0:
-        log.info("untrained category values set to the mean embedding: %s", fill_untrained_embeddings(model, metadata))
-        model, scale = calibrate_for_rmspe(model, train, metadata)  # on rank 0's share of the training rows
-        save_training_outputs(model, result, out_dir, {
-            "route": "horovod-ranks",
-            "ranks": size,
-            "rmspe_scale": scale,
-            "train_rows": train_rows,
-            "backtest_rows": len(val),
-            "backtest_rmspe": _val_rmspe(model, val, metadata),
-            "seconds": time.time() - start,
-        })
+    if rank == 0:  # calibrated on rank 0's share of the training rows
+        _finish(model, result, metadata, train, val, out_dir, start, route="horovod-ranks", ranks=size,
+                train_rows=train_rows)
     return result
