@@ -244,8 +244,9 @@ def fit_estimator(
     history = {k: list(v) for k, v in state.history.items()}  # copied: the rank-0 checkpoint appends to state
     keep_best = KeepBest(MONITOR, state, best_weights, first_epoch=done)
     callbacks = [*schedule_callbacks(learning_rate, ranks, epochs, first_epoch=done), keep_best]
-    if checkpoint_url is not None:
-        callbacks.append(PublishedCheckpoint(checkpoint_url, keep_best, state, first_epoch=done))
+    published = None if checkpoint_url is None else PublishedCheckpoint(checkpoint_url, keep_best, state, done)
+    if published is not None:
+        callbacks.append(published)
 
     def split(name: str, is_val: bool) -> Any:
         return spark.read.parquet(str(prepared / name)).select(*features, label).withColumn("is_val", F.lit(is_val))
@@ -278,14 +279,18 @@ def fit_estimator(
     )
     if done < epochs:
         log.info("fitting KerasEstimator: %d ranks, %d epochs, batch %d", ranks, epochs - done, batch_size)
-        keras_model = estimator.fit(df).setOutputCols([f"{label}_pred"])
+        try:
+            keras_model = estimator.fit(df).setOutputCols([f"{label}_pred"])
+        finally:  # a failed fit ends rank 0 before it removes its local checkpoint; here if rank 0 ran on this host
+            if published is not None:
+                shutil.rmtree(published.directory, ignore_errors=True)
         trained = keras_model.getModel()
         for key, values in _plain_history(keras_model.getHistory()).items():
             history.setdefault(key, []).extend(values)
     else:  # the previous attempt finished every epoch: its best weights are the model
         model.set_weights(best_weights)
         trained = model
-    train, val = (read_split(prepared / split, features + [label]) for split in ("train", "val"))
+    train, val = (read_split(prepared / part, features + [label]) for part in ("train", "val"))
     trained = _finish(trained, history, metadata, train, val, out_dir, start,
                       route="spark-estimator", ranks=ranks, train_rows=len(train))
     return trained, history
