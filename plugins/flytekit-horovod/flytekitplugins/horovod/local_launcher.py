@@ -80,7 +80,7 @@ def run_local(
     settings = settings or Horovod()
     if isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1:
         raise ValueError(f"num_proc={num_proc!r}: a Horovod job needs a whole number of ranks, at least 1")
-    settings.check_paths()
+    settings.check_before_launch()
     job_dir = tempfile.mkdtemp(prefix="horovod-job-")
     failures = RankFailures(os.path.join(job_dir, "failures"))
     job_path = os.path.join(job_dir, "job.pkl")
@@ -162,7 +162,7 @@ def run_local_elastic(
 
         raise HorovodConfigError(f"a local elastic run stands for each worker host by a name of this host; there are "
                                  f"{len(hosts)} ({', '.join(hosts)}), max_workers={max_workers} needs more")
-    settings.check_paths()
+    settings.check_before_launch()
     job_dir = tempfile.mkdtemp(prefix="horovod-job-")
     failures = RankFailures(os.path.join(job_dir, "failures"))
     job_path = os.path.join(job_dir, "job.pkl")

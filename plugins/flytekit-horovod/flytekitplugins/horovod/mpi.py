@@ -16,8 +16,8 @@ from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from . import _shims
-from .failures import LauncherStopped, RankFailures, RankLostError
+from . import _shims, cluster_launcher
+from .failures import LauncherStopped, RankFailures, RankLostError, job_failures
 from .flyte_context import FlyteRankContext
 from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
@@ -26,8 +26,9 @@ from .settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_with
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
-# The launcher's hostfile: the MPI operator mounts it and sets this variable on the launcher pod; Kubernetes
-# expands $(VAR) in container commands, so horovodrun reads the same hostfile mpirun reads by default.
+# The launcher's hostfile: the training-operator mounts it and sets this variable on the launcher pod; Kubernetes
+# expands $(VAR) in container commands, so horovodrun reads the same hostfile mpirun reads by default (both get
+# cluster_launcher's copy with the task's slots).
 HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
 
 
@@ -50,8 +51,8 @@ class MPIJob(kfmpi.MPIJob):
     """kfmpi's ``MPIJob`` (``launcher``, ``worker``, ``run_policy``, ``slots``) plus Horovod settings.
 
     Ranks: ``worker.replicas * slots``. A local run starts that many Horovod ranks on this host; on a cluster
-    the Kubeflow MPI operator's launcher runs ``get_command()`` (``mpirun`` or ``horovodrun``) across the
-    worker pods. ``launcher.replicas`` defaults to 1 (kfmpi requires it to be set).
+    the Kubeflow training-operator's MPIJob launcher runs ``get_command()`` (``cluster_launcher`` around ``mpirun`` or
+    ``horovodrun``) across the worker pods. ``launcher.replicas`` defaults to 1 (kfmpi requires it to be set).
     """
 
     horovod: Horovod = field(default_factory=Horovod)
@@ -79,9 +80,11 @@ class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
         super().__init__(task_config=task_config, task_function=task_function, **kwargs)
 
     def get_command(self, settings: SerializationSettings) -> List[str]:
-        """The launcher's command: ``mpirun`` (controller mpi) or ``horovodrun`` (gloo) around pyflyte-execute."""
+        """The launcher's command: ``cluster_launcher`` around ``mpirun`` (controller mpi) or ``horovodrun`` (gloo)
+        around pyflyte-execute."""
         execute = ["python", settings.entrypoint_settings.path] + self._get_base_command(settings)
-        return launcher_command(self.task_config.num_ranks, self.task_config.horovod) + execute
+        command = launcher_command(self.task_config.num_ranks, self.task_config.horovod) + execute
+        return cluster_command(self.task_config, command)
 
     def execute(self, **kwargs) -> Any:
         config = self.task_config
@@ -102,10 +105,11 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     """
     import flytekit
 
-    rank, size = launched_rank(), launched_size()
-    failures = RankFailures(f"{flytekit.current_context().raw_output_prefix.rstrip('/')}/horovod-failures")
-    logger.info("rank %s of %s: running %s inside the launched world", rank, size, task.name)
     settings = task.task_config.horovod
+    settings.check_framework()  # a framework this image's Horovod lacks: the same error, first, on every rank
+    rank, size = launched_rank(), launched_size()
+    failures = job_failures(flytekit.current_context().raw_output_prefix)
+    logger.info("rank %s of %s: running %s inside the launched world", rank, size, task.name)
     stopped: List[bool] = []
 
     def on_sigterm(signum, frame):
@@ -187,6 +191,17 @@ def launcher_command(num_ranks: int, settings: Horovod) -> List[str]:
             + ["-np", str(num_ranks)]
         )
     return ["horovodrun", "-np", str(num_ranks), "--hostfile", HOSTFILE_REF] + settings.horovodrun_args()
+
+
+def cluster_command(config: Any, command: List[str]) -> List[str]:
+    """``command`` run by ``cluster_launcher`` with the task's slots; refused where the launcher would not run it."""
+    if config.launcher.command and config.slots > 1:
+        raise HorovodConfigError(
+            f"slots={config.slots} with launcher=Launcher(command=...): flytepropeller (v1.16.8, mpi.go) runs that "
+            "command instead of the task's and never passes slots to the MPIJob for task type version 1, so each "
+            "worker has 1 slot in the operator's hostfile; leave Launcher.command unset (the task's launcher raises "
+            "the hostfile to the task's slots) or use slots=1")
+    return cluster_launcher.prefix(config.slots) + command
 
 
 TaskPlugins.register_pythontask_plugin(MPIJob, HorovodMPIFunctionTask)

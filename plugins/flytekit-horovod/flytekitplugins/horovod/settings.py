@@ -168,18 +168,29 @@ class Horovod:
                 args += ["-mca", name, str(value)]
         return args
 
-    def check_paths(self) -> None:
-        """Fail before any rank starts when a file Horovod will write has no folder on this host."""
+    def check_before_launch(self) -> None:
+        """Fail before any rank starts: the framework is one this Horovod build lacks, or a file Horovod will write
+        has no folder on this host."""
+        self.check_framework()
         for name in ("timeline_filename", "autotune_log_file"):
             path = getattr(self, name)
             folder = os.path.dirname(os.path.abspath(path)) if path else None
             if folder and not os.path.isdir(folder):
                 raise HorovodConfigError(f"Horovod({name}={path!r}): the folder {folder} does not exist on this host")
 
+    def check_framework(self) -> None:
+        """Raise a ``HorovodConfigError`` naming the framework, what this Horovod build serves and how to rebuild,
+        when the build lacks ``framework`` (checked on disk, nothing imported: see ``build_info``)."""
+        from .build_info import framework_built, missing_framework  # here: `python -m .build_info` runs it as main
+
+        if self.framework is not None and not framework_built(self.framework):
+            raise HorovodConfigError(missing_framework(self.framework))
+
     def module(self) -> Optional[Any]:
         """The chosen framework's Horovod module (``horovod.tensorflow`` ...), or None when ``framework`` is None."""
         if self.framework is None:
             return None
+        self.check_framework()
         try:
             return importlib.import_module(FRAMEWORKS[self.framework])
         except ImportError as exc:

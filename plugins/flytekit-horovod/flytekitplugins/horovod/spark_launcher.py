@@ -99,6 +99,7 @@ def run_on_spark(
 
     ``failure_dir`` must be reachable from the executors (a local path in local mode, else a remote URL).
     """
+    settings.check_before_launch()
     wait_for_slots(spark, num_proc, settings.start_timeout)
     failures = RankFailures(failure_dir)
     job = RankJob.of(fn, kwargs, failure_dir, settings, all_ranks=all_ranks)
