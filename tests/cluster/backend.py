@@ -7,7 +7,9 @@ This module only does the substitutions the cluster does before running them:
   templates of the container args into per-attempt paths, set the ``FLYTE_INTERNAL_*`` environment variables
   (flyteplugins ``pluginmachinery/utils/template.go`` and ``flytek8s/k8s_resource_adds.go``);
 - the training-operator's MPIJob controller: mount a hostfile and set ``OMPI_MCA_orte_default_hostfile`` on the
-  launcher container (``pkg/controller.v1/mpi/mpijob_controller.go``, ``newLauncher``/``newConfigMap``);
+  launcher container, write ``discover_hosts.sh``, both with the ``slotsPerWorker`` propeller gave the MPIJob
+  (``propeller.mpi_job``: always 1 for our tasks) (kubeflow/training-operator v1.8.1, 0f8735fa,
+  ``pkg/controller.v1/mpi/mpijob_controller.go``: ``newLauncher``, ``newConfigMap``, ``updateDiscoverHostsInConfigMap``);
 - the kubelet: expand ``$(VAR)`` references in container args from the container's declared environment;
 - Flyte's Spark plugin + the Spark operator: turn the ``SparkJob`` custom into Spark properties (executor path ->
   ``spark.pyspark.python``/``spark.pyspark.driver.python``) and start the driver with the image's entrypoint in
@@ -30,6 +32,7 @@ from flyteidl.admin import launch_plan_pb2, task_pb2, workflow_pb2
 from flyteidl.core import literals_pb2, tasks_pb2
 from google.protobuf.json_format import MessageToDict
 
+from tests.cluster.propeller import mpi_job
 from tests.conftest import ROOT, VENV_BIN, Ran, _leftovers, run_command
 
 IMAGE = "ghcr.io/example/flytekitplugins-horovod:test"
@@ -241,22 +244,34 @@ def expand_k8s(arg: str, env: Dict[str, str]) -> str:
 
 
 # ---------------------------------------------------------------- the MPI operator's launcher
+def operator_hostfile(workers: Sequence[str], slots_per_worker: int) -> str:
+    """``newConfigMap``'s hostfile: one ``<worker> slots=<slotsPerWorker>`` line per worker pod (no GPU launcher)."""
+    return "".join(f"{worker} slots={slots_per_worker}\n" for worker in workers)
+
+
+def operator_discovery_script(workers: Sequence[str], slots_per_worker: int) -> str:
+    """``updateDiscoverHostsInConfigMap``'s ``discover_hosts.sh``: ``echo <pod>:<slotsPerWorker>`` per running pod."""
+    return "#!/bin/sh" + "".join(f"\necho {worker}:{slots_per_worker}" for worker in workers)
+
+
 def mpi_launcher(template: tasks_pb2.TaskTemplate, attempt: Attempt, workdir: Path,
                  extra_env: Optional[Dict[str, str]] = None, workers: Optional[Sequence[str]] = None,
                  on: Sequence[str] = (), timeout: float = 180, mounts: Optional[Dict[str, str]] = None) -> Ran:
-    """Run the launcher container's command: by default on localhost, ranks on a hostfile ``localhost slots=<ranks>``.
+    """Run the launcher container's command with the operator's hostfile for the MPIJob propeller builds.
 
-    The operator's hostfile lists each worker pod with ``slots=<slots per worker>``: pass the worker hosts as
-    ``workers`` (and ``on``, the prefix that runs the launcher in its own host) to run the ranks there. ``mounts``
-    maps a file the operator mounts in the launcher pod (e.g. ``/etc/mpi/discover_hosts.sh``) to a local file.
+    Pass the worker hosts as ``workers`` (and ``on``, the prefix that runs the launcher in its own host) to run the
+    ranks there: the hostfile then lists each with propeller's ``slotsPerWorker``. Without ``workers``, localhost
+    stands for all worker pods (Open MPI refuses a hostfile naming one host twice): ``localhost slots=<worker pods x
+    slotsPerWorker>``. ``mounts`` maps a file the operator mounts in the launcher pod (e.g.
+    ``/etc/mpi/discover_hosts.sh``) to a local file.
     """
-    spec = custom(template)
-    slots = int(spec.get("slots", 1))
+    job = mpi_job(template)
     hostfile = workdir / "hostfile"
     if workers is None:
-        hostfile.write_text(f"localhost slots={int(spec['workerReplicas']['replicas']) * slots}\n")
+        hostfile.write_text(operator_hostfile(["localhost"], job.worker_replicas * job.slots_per_worker))
     else:
-        hostfile.write_text("".join(f"{worker} slots={slots}\n" for worker in workers))
+        assert len(workers) == job.worker_replicas, f"{len(workers)} worker hosts for {job.worker_replicas} pods"
+        hostfile.write_text(operator_hostfile(workers, job.slots_per_worker))
     container_env = {**attempt.env(template), "OMPI_MCA_orte_default_hostfile": str(hostfile)}
     args = [expand_k8s(a, container_env) for a in attempt.render(list(template.container.args))]
     args = [(mounts or {}).get(a, a) for a in args]

@@ -17,6 +17,8 @@ from google.protobuf.json_format import MessageToDict
 MPIRUN_BASE = ["mpirun", "--allow-run-as-root", "-bind-to", "none", "-map-by", "slot", "-x", "LD_LIBRARY_PATH",
                "-x", "PATH", "-x", "NCCL_DEBUG=INFO", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
 HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"  # expanded by Kubernetes from the launcher container's env
+# What the launcher pod runs first: the plugin's launcher, which gives each worker the task's slots (propeller gives 1).
+CLUSTER_LAUNCHER = ["python", "-m", "flytekitplugins.horovod.cluster_launcher", "--slots"]
 RESOLVER = "flytekit.core.python_auto_container.default_task_resolver"
 
 
@@ -26,6 +28,13 @@ def pyflyte_execute(module: str, task: str) -> List[str]:
             "--raw-output-data-prefix", "{{.rawOutputDataPrefix}}", "--checkpoint-path", "{{.checkpointOutputPrefix}}",
             "--prev-checkpoint", "{{.prevCheckpointPrefix}}", "--resolver", RESOLVER, "--", "task-module", module,
             "task-name", task]
+
+
+def launcher_args(where: str, args: List[str], slots: int) -> List[str]:
+    """The launcher command inside ``cluster_launcher --slots <slots> --``; fails unless it is wrapped so."""
+    assert args[:len(CLUSTER_LAUNCHER) + 2] == CLUSTER_LAUNCHER + [str(slots), "--"], (
+        f"{where}: the launcher command must start with {' '.join(CLUSTER_LAUNCHER)} {slots} --, got {args[:6]}")
+    return args[len(CLUSTER_LAUNCHER) + 2:]
 
 
 @dataclass
@@ -124,7 +133,9 @@ def check_mpi(where, template, custom, args, execute, expected: MpiRoute, entryp
         f"{expected.slots} slots = {expected.ranks} ranks")
     assert launchers == 1, f"{where}: launcherReplicas.replicas={launchers}, want 1"
 
-    # The launcher's command: <launcher> ... python <entrypoint> pyflyte-execute ... (every rank runs the latter).
+    # The launcher's command: cluster_launcher -- <launcher> ... python <entrypoint> pyflyte-execute ... (every rank
+    # runs the latter).
+    args = launcher_args(where, args, expected.slots)
     assert "python" in args, f"{where}: no 'python <entrypoint>' in the launcher command {args}"
     at = args.index("python")
     launcher, per_rank = args[:at], args[at + 2:]
@@ -149,6 +160,7 @@ def check_elastic(where, template, custom, args, execute, expected: ElasticRoute
     assert template.task_type_version == 1, f"{where}: task_type_version {template.task_type_version}, want 1"
     workers, slots = int(custom["workerReplicas"]["replicas"]), int(custom.get("slots", 1))
     assert (workers, slots) == (expected.workers, expected.slots), f"{where}: {workers} workers x {slots} slots"
+    args = launcher_args(where, args, expected.slots)
     assert "pyflyte-execute" in args, f"{where}: no pyflyte-execute in the launcher command {args}"
     launcher, per_rank = args[:args.index("pyflyte-execute")], args[args.index("pyflyte-execute"):]
     assert per_rank == execute, f"{where}: each rank must run pyflyte-execute for this task, got {per_rank}"

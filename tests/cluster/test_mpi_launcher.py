@@ -1,6 +1,9 @@
 """The MPI operator's launcher, run here: the serialized MPI-route command, rendered as propeller renders it, with the
-hostfile variable the operator sets, run on localhost with real OpenMPI (``mpirun -np 2``) and real ``horovodrun -np 2
---gloo``. Only the paths are local; the command is the registered one, not written in this test."""
+hostfile the operator writes for the MPIJob propeller builds (``slotsPerWorker`` 1), run on localhost with real OpenMPI
+(``mpirun -np 2``) and real ``horovodrun -np 2 --gloo``. Only the paths are local; the command is the registered one,
+not written in this test. localhost stands for every worker pod: ``allreduce_mpi`` has 2 pods of 1 slot
+(``localhost slots=2``), ``allreduce_gloo`` 1 pod of 2 slots, for which the operator's hostfile says
+``localhost slots=1``, so its second rank exists only through the launcher's copy with the task's slots."""
 
 import json
 import os
@@ -9,27 +12,30 @@ import time
 import pytest
 
 from tests.cluster.backend import Attempt, mpi_launcher, observed_env, value, writes
+from tests.cluster.contract import launcher_args
 from tests.conftest import _leftovers
 
 FLOWS = "tests.cluster.flows.cluster_flows"
 SCALE = 2.0  # each rank contributes SCALE * (rank + 1): the allreduce sum over 2 ranks is 6.0
 
 
-@pytest.mark.parametrize("task, launcher, rank_var, tag, setting", [
-    ("allreduce_mpi", "mpirun", "OMPI_COMM_WORLD_RANK", "[1,1]<stderr>:",
+@pytest.mark.parametrize("task, launcher, slots, hostfile, rank_var, tag, setting", [
+    ("allreduce_mpi", "mpirun", 1, "localhost slots=2\n", "OMPI_COMM_WORLD_RANK", "[1,1]<stderr>:",
      ("HOROVOD_FUSION_THRESHOLD", str(32 * 1024 * 1024))),
-    ("allreduce_gloo", "horovodrun", "HOROVOD_RANK", "[1]<stderr>:", ("HOROVOD_CYCLE_TIME", "2.5")),
+    ("allreduce_gloo", "horovodrun", 2, "localhost slots=1\n", "HOROVOD_RANK", "[1]<stderr>:",
+     ("HOROVOD_CYCLE_TIME", "2.5")),
 ])
 def test_launcher_command_runs_two_ranks_and_only_rank_0_writes_outputs(
-        flows_registration, tmp_path, task, launcher, rank_var, tag, setting):
+        flows_registration, tmp_path, task, launcher, slots, hostfile, rank_var, tag, setting):
     template = flows_registration.task(f"{FLOWS}.{task}")
-    assert template.type == "mpi" and template.container.args[0] == launcher
+    assert template.type == "mpi" and launcher_args(task, list(template.container.args), slots)[0] == launcher
     attempt = Attempt(tmp_path / "attempt")
     markers, log = tmp_path / "markers", tmp_path / "writes.log"
     attempt.write_inputs(template, {"scale": SCALE, "marker_dir": str(markers)})
 
     ran = mpi_launcher(template, attempt, tmp_path, extra_env=observed_env(log))
     assert ran.returncode == 0, ran.output[-4000:]
+    assert (tmp_path / "hostfile").read_text() == hostfile  # the operator's, left as it was
     # the launcher ran the registered command, word for word, with only propeller's paths and the hostfile filled in
     registered = list(template.container.args)
     assert len(ran.command) == len(registered)
@@ -91,5 +97,27 @@ def test_a_failing_rank_is_reported_with_its_own_error(flows_registration, tmp_p
     error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error
     assert "ValueError: rank one cannot go on" in error.message, error.message[-800:]
     assert error.kind == errors_pb2.ContainerError.NON_RECOVERABLE  # a bug in the body: a retry would fail again
+    time.sleep(0.5)
+    assert _leftovers(ran.marker) == []
+
+
+@pytest.mark.parametrize("task", ["rank_one_killed_mpi", "rank_one_killed_gloo"])
+def test_a_killed_rank_is_the_task_error_the_launcher_writes(flows_registration, tmp_path, task):
+    """mpirun/horovodrun exit non-zero when a rank is killed, which on a cluster fails the MPIJob with only "Job failed"
+    (propeller reads error.pb only from a job that succeeded): the launcher writes the task's error and exits 0."""
+    from flyteidl.core import errors_pb2
+
+    template = flows_registration.task(f"{FLOWS}.{task}")
+    attempt = Attempt(tmp_path / "attempt")
+    attempt.write_inputs(template, {})
+    started = time.time()
+    ran = mpi_launcher(template, attempt, tmp_path)
+    assert ran.returncode == 0, ran.output[-4000:]
+    assert "outputs.pb" not in os.listdir(attempt.output_prefix)
+    assert attempt.error_files() == ["error.pb"], ran.output[-4000:]
+    error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error
+    assert error.kind == errors_pb2.ContainerError.RECOVERABLE, error.message  # Flyte's retries apply
+    assert "Horovod rank 1 died on host localhost" in error.message and "SIGKILL" in error.message, error.message
+    assert started <= error.timestamp.seconds + 1 <= time.time() + 1, error.timestamp
     time.sleep(0.5)
     assert _leftovers(ran.marker) == []

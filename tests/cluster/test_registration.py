@@ -19,6 +19,8 @@ FLOWS_DESIGN = {
     "spark_allreduce": c.SparkRoute(spark_conf={"spark.sql.shuffle.partitions": "4"}, ranks=2),
     "report": c.Python(),
     "rank_one_fails": c.MpiRoute(workers=2, slots=1, launcher="mpirun"),
+    "rank_one_killed_mpi": c.MpiRoute(workers=2, slots=1, launcher="mpirun"),
+    "rank_one_killed_gloo": c.MpiRoute(workers=1, slots=2, launcher="horovodrun"),
     "spark_rank_fails": c.SparkRoute(spark_conf={"spark.sql.shuffle.partitions": "4"}, ranks=2),
     "elastic_allreduce": c.ElasticRoute(workers=2, min_workers=1, max_workers=2),
 }
@@ -86,6 +88,8 @@ def _np_index(template):
     ("allreduce_gloo", lambda t: t.container.args.__setitem__(_np_index(t), "1"), r"launcher starts -np 1"),
     ("allreduce_gloo", lambda t: t.custom.fields["slots"].__setattr__("number_value", 4), r"slots=4"),
     ("allreduce_gloo", lambda t: _args_with(t, "--gloo", "--mpi"), r"horovodrun without --gloo"),
+    ("allreduce_gloo", lambda t: t.container.args.__setitem__(4, "1"), r"must start with .*cluster_launcher --slots 2"),
+    ("elastic_allreduce", lambda t: t.container.args.__delitem__(slice(0, 6)), r"must start with .*cluster_launcher"),
     ("allreduce_mpi", lambda t: _args_with(t, ENTRYPOINT, "/opt/venv/bin/entrypoint.py"), r"ranks run '/opt/venv"),
     ("spark_allreduce", lambda t: setattr(t, "type", "mpi"), r"task type 'mpi', the design needs 'spark'"),
     ("spark_allreduce", lambda t: t.custom.fields["sparkConf"].struct_value.fields["spark.executor.instances"]
@@ -120,8 +124,9 @@ def test_fast_registration_unpacks_code_only_in_the_launcher(tmp_path):
     args = list(reg.task(f"{FLOWS}.allreduce_mpi").container.args)
     assert args[:6] == ["pyflyte-fast-execute", "--additional-distribution", "{{ .remote_package_path }}",
                         "--dest-dir", "/root", "--"]
-    assert args[6] == "mpirun"
-    per_rank = args[args.index("python") + 1:]
+    launcher = c.launcher_args("allreduce_mpi", args[6:], slots=1)
+    assert launcher[0] == "mpirun"
+    per_rank = launcher[launcher.index("python") + 1:]
     assert per_rank[0] == "/opt/venv/bin/entrypoint.py" and per_rank[1] == "pyflyte-execute"
     assert "pyflyte-fast-execute" not in per_rank
 

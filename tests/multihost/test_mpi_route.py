@@ -1,16 +1,19 @@
-"""The MPI route across hosts, as the Kubeflow MPI operator runs it.
+"""The MPI route across hosts, as the training-operator runs it.
 
-The launcher command ``pyflyte package`` serialised for an ``MPIJob`` task (``mpirun`` for controller mpi,
-``horovodrun --gloo`` for controller gloo) runs in host a with the operator's hostfile of hosts b and c and its
-``OMPI_MCA_plm_rsh_agent``; the ranks run ``pyflyte-execute`` in b and c, started over ssh (mpirun through the
-agent, horovodrun with its own ssh, as with MPI Operator v2). No Horovod interface or address is set by hand.
+The launcher command ``pyflyte package`` serialised for an ``MPIJob`` task (``cluster_launcher`` around ``mpirun``
+for controller mpi, ``horovodrun --gloo`` for controller gloo) runs in host a with the operator's hostfile of hosts b
+and c, ``slots=1`` each as for every MPIJob propeller v1.16.8 builds, and its ``OMPI_MCA_plm_rsh_agent``; the ranks
+run ``pyflyte-execute`` in b and c, started over ssh (mpirun through the agent, horovodrun with its own ssh, as with
+MPI Operator v2), ``slots`` of them in each host. No Horovod interface or address is set by hand.
 """
 
 import os
 
 import pytest
 
-from tests.cluster.backend import Attempt, mpi_launcher, observed_env, value, writes
+from tests.cluster.backend import Attempt, mpi_launcher, observed_env, operator_discovery_script, value, writes
+from tests.cluster.contract import launcher_args
+from tests.cluster.propeller import mpi_job
 from tests.multihost.checks import assert_ranks_across_hosts, rank_markers
 from tests.multihost.conftest import FLOWS, pod_env, worker_pods
 from tests.multihost.flows.multihost_flows import PAYLOAD
@@ -28,7 +31,7 @@ pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 def test_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registration, agent, tmp_path, task, launcher,
                                                               controller, slots):
     template = registration.task(f"{FLOWS}.{task}")
-    assert template.container.args[0] == launcher
+    assert launcher_args(task, list(template.container.args), slots)[0] == launcher
     a, b, c = network["a"], network["b"], network["c"]
     attempt = Attempt(tmp_path / "attempt")
     markers, log = tmp_path / "markers", tmp_path / "writes.log"
@@ -41,7 +44,7 @@ def test_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registratio
         ran = mpi_launcher(template, attempt, tmp_path, extra_env={**observed, "OMPI_MCA_plm_rsh_agent": str(agent)},
                            workers=[b.name, c.name], on=a.command([]))
     assert ran.returncode == 0, ran.output[-5000:]
-    assert (tmp_path / "hostfile").read_text() == f"{b.name} slots={slots}\n{c.name} slots={slots}\n"
+    assert (tmp_path / "hostfile").read_text() == f"{b.name} slots=1\n{c.name} slots=1\n"  # as the operator wrote it
 
     ranks = 2 * slots
     (hosts,) = assert_ranks_across_hosts(seen, network, ranks, ["b", "c"], rendezvous="a", controller=controller,
@@ -68,15 +71,17 @@ def test_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registratio
 
 
 
-def test_elastic_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registration, tmp_path):
+@pytest.mark.parametrize("task, slots", [("elastic_2x1", 1), ("elastic_2x2", 2)])
+def test_elastic_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registration, tmp_path, task, slots):
     """A ``HorovodJob``'s registered command (kfmpi's elastic ``horovodrun``) run by real horovodrun in host a, with
-    the operator's host discovery script (mounted at the registered path) listing hosts b and c."""
-    template = registration.task(f"{FLOWS}.elastic_2x1")
-    args = list(template.container.args)
+    the operator's host discovery script (mounted at the registered path) listing hosts b and c with the slots
+    propeller gives each worker (1)."""
+    template = registration.task(f"{FLOWS}.{task}")
+    args = launcher_args(task, list(template.container.args), slots)
     assert args[0] == "horovodrun" and "--min-np" in args, args
     a, b, c = network["a"], network["b"], network["c"]
     discover = tmp_path / "discover_hosts.sh"
-    discover.write_text(f"#!/bin/sh\necho {b.name}:1\necho {c.name}:1\n")
+    discover.write_text(operator_discovery_script([b.name, c.name], mpi_job(template).slots_per_worker))
     discover.chmod(0o755)
     attempt = Attempt(tmp_path / "attempt")
     markers = tmp_path / "markers"
@@ -90,11 +95,13 @@ def test_elastic_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, reg
     # what crossed the network, from what each rank saw (an Observer sampling from outside missed this short job
     # once under load): the ranks in b and c, meeting at host a's bridge address, Gloo on the bridge's interface
     marks = rank_markers(markers)
-    assert sorted(marks) == [0, 1] and {m["hostname"] for m in marks.values()} == {b.name, c.name}
+    assert sorted(marks) == list(range(2 * slots)), ran.output[-5000:]
+    assert sorted(m["hostname"] for m in marks.values()) == sorted([b.name, c.name] * slots)
     for mark in marks.values():
         assert mark["env"].get("HOROVOD_ELASTIC") == "1", mark["env"]  # an elastic world
         assert mark["env"].get("HOROVOD_GLOO_RENDEZVOUS_ADDR") == a.address, mark["env"]
         assert mark["env"].get("HOROVOD_GLOO_IFACE") == "eth0", mark["env"]
     outputs = {k: value(v) for k, v in attempt.outputs().items()}
-    assert outputs["total"] == 3.0 and outputs["size"] == 2
+    ranks = 2 * slots
+    assert outputs["total"] == ranks * (ranks + 1) / 2 and outputs["size"] == ranks
     assert sorted(os.listdir(attempt.output_prefix)) == ["outputs.pb"]

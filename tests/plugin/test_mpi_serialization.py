@@ -19,6 +19,14 @@ from flytekitplugins.horovod import (
 )
 
 SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v")
+LAUNCHER = ["python", "-m", "flytekitplugins.horovod.cluster_launcher", "--slots"]  # then the slots and --
+
+
+def _launcher_command(t, slots: int):
+    """The command the launcher pod's ``cluster_launcher --slots <slots> --`` runs."""
+    cmd = t.get_command(SETTINGS)
+    assert cmd[:6] == LAUNCHER + [str(slots), "--"]
+    return cmd[6:]
 
 
 def _fields():
@@ -47,7 +55,7 @@ def test_custom_equals_kfmpi_for_the_same_fields():
 def test_mpi_controller_command_is_mpirun_with_ranks_and_settings():
     t = task(task_config=MPIJob(worker=Worker(replicas=3), slots=2,
                                 horovod=Horovod(controller="mpi", fusion_threshold_mb=16, cycle_time_ms=5)))(_body)
-    cmd = t.get_command(SETTINGS)
+    cmd = _launcher_command(t, slots=2)
     assert cmd[:2] == ["mpirun", "--allow-run-as-root"]
     assert cmd[cmd.index("-np") + 1] == "6"
     exported = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "-x"]
@@ -60,7 +68,7 @@ def test_mpi_controller_command_is_mpirun_with_ranks_and_settings():
 
 def test_gloo_controller_command_is_horovodrun_on_the_operator_hostfile():
     t = task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(timeline_filename="/tmp/t.json")))(_body)
-    cmd = t.get_command(SETTINGS)
+    cmd = _launcher_command(t, slots=1)
     assert cmd[:3] == ["horovodrun", "-np", "2"]
     assert cmd[cmd.index("--hostfile") + 1] == "$(OMPI_MCA_orte_default_hostfile)"
     assert "--gloo" in cmd and cmd[cmd.index("--timeline-filename") + 1] == "/tmp/t.json"

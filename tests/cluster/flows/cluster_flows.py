@@ -2,7 +2,8 @@
 the MPI operator's launcher and the Spark operator's driver would run.
 
 Every rank writes ``rank-<r>.json`` into ``marker_dir`` (a plain path, shared by the ranks of a local run), so a test
-can prove how many ranks ran the body and what each one saw. ``rank_one_fails`` is the failure path. ``CLUSTER_FLOWS_BREAK`` deliberately breaks the config
+can prove how many ranks ran the body and what each one saw. ``rank_one_fails`` and ``rank_one_killed_*`` are the
+failure paths. ``CLUSTER_FLOWS_BREAK`` deliberately breaks the config
 (``ranks``: 3 MPI ranks instead of 2; ``task_type``: the Spark-route task loses its Spark config) so that a test can
 show the registration checks catch it.
 """
@@ -145,6 +146,18 @@ def _rank_one_lost(how: str) -> float:
     for _ in range(1000):
         hvd.allreduce(tf.constant(1.0))
     return 0.0
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
+def rank_one_killed_mpi() -> float:
+    """MPI route, controller mpi: rank 1 is killed after the ranks met; mpirun exits non-zero."""
+    return _rank_one_lost("kill")
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=1), slots=2, horovod=Horovod(controller="gloo")))
+def rank_one_killed_gloo() -> float:
+    """MPI route, controller gloo: rank 1 is killed after the ranks met; horovodrun exits non-zero."""
+    return _rank_one_lost("kill")
 
 
 @task(task_config=SPARK_CONFIG)

@@ -96,6 +96,11 @@ def elastic_2x1(marker_dir: str) -> World:
     return _world(marker_dir)
 
 
+@task(task_config=HorovodJob(worker=Worker(replicas=2), slots=2, min_workers=1, max_workers=2, elastic_timeout=60))
+def elastic_2x2(marker_dir: str) -> World:
+    return _world(marker_dir)
+
+
 @task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
 def mpi_train(marker_dir: str, steps: int) -> int:
     return train(marker_dir, steps)
@@ -103,6 +108,16 @@ def mpi_train(marker_dir: str, steps: int) -> int:
 
 @task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="gloo")))
 def gloo_train(marker_dir: str, steps: int) -> int:
+    return train(marker_dir, steps)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), slots=2, horovod=Horovod(controller="mpi")))
+def mpi_train_2x2(marker_dir: str, steps: int) -> int:
+    return train(marker_dir, steps)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), slots=2, horovod=Horovod(controller="gloo")))
+def gloo_train_2x2(marker_dir: str, steps: int) -> int:
     return train(marker_dir, steps)
 
 

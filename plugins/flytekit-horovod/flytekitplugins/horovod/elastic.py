@@ -3,12 +3,13 @@
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Optional
 
+from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
 from .flyte_context import FlyteRankContext
 from .local_launcher import run_local_elastic
-from .mpi import adopt, check_job, execute_in_world
+from .mpi import adopt, check_job, cluster_command, execute_in_world
 from .rank import launched_rank
 from .settings import Horovod, HorovodConfigError
 
@@ -21,8 +22,9 @@ class HorovodJob(kfmpi.HorovodJob):
     ``min_workers`` / ``max_workers``: how few worker hosts the job survives with and how many it grows to (default:
     ``worker.replicas``, i.e. kfmpi's fixed size). Ranks start at ``worker.replicas * slots``. The body uses
     ``hvd.elastic.run`` with a committed state (e.g. ``hvd.elastic.KerasState``), as in Horovod's elastic examples.
-    On a cluster the MPI operator's launcher runs ``horovodrun`` with the operator's host discovery script; a local
-    run starts an elastic Gloo job on this host with a discovery script of its own.
+    On a cluster the training-operator's MPIJob launcher runs ``horovodrun`` with the operator's host discovery script
+    (which lists exactly ``worker.replicas`` pods: a ``max_workers`` above it cannot grow the job there); a local run
+    starts an elastic Gloo job on this host with a discovery script of its own.
     """
 
     min_workers: Optional[int] = None
@@ -56,12 +58,15 @@ class HorovodJob(kfmpi.HorovodJob):
 class HorovodElasticFunctionTask(kfmpi.HorovodFunctionTask):
     """Runs the body on every rank of an elastic Horovod job; the output is the final rank 0's return value.
 
-    Serialization is kfmpi's ``HorovodJob`` (task type ``mpi``); the command is kfmpi's ``horovodrun`` with the
-    elastic bounds from ``min_workers``/``max_workers`` and the ``Horovod`` settings' flags.
+    Serialization is kfmpi's ``HorovodJob`` (task type ``mpi``); the command is ``cluster_launcher`` around kfmpi's
+    ``horovodrun`` with the elastic bounds from ``min_workers``/``max_workers`` and the ``Horovod`` settings' flags.
     """
 
     def __init__(self, task_config: HorovodJob, task_function: Callable, **kwargs):
         super().__init__(task_config=task_config, task_function=task_function, **kwargs)
+
+    def get_command(self, settings: SerializationSettings) -> List[str]:
+        return cluster_command(self.task_config, super().get_command(settings))
 
     def _get_horovod_prefix(self) -> List[str]:
         config = self.task_config

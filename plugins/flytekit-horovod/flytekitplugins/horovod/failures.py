@@ -20,7 +20,7 @@ import socket
 import time
 import traceback
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import fsspec
 from flytekit.exceptions.user import FlyteRecoverableException
@@ -113,18 +113,26 @@ def classify(exc: BaseException) -> str:
 _HOROVOD_EXIT = re.compile(r"exited with non-zero status.*?Process name: (\S+)\s+Exit code: (-?\d+)", re.S)
 
 
-def lost_in_horovod_launcher(exc: BaseException) -> Optional[RankLostError]:
-    """A ``RankLostError`` for Horovod's launcher error about a rank ended by a signal (exit code -N, or 128+N from
-    a shell: the OOM killer, a lost executor); None for any other error (a rank that raised exits with 1)."""
-    from .processes import describe_status
-
-    found = _HOROVOD_EXIT.search(str(exc))
+def horovod_launcher_exit(text: str) -> Optional[Tuple[str, int, Optional[int]]]:
+    """(process name, exit code, signal number or None) of the first rank Horovod's launchers report ended with a
+    non-zero status; the signal is read from exit code -N, or 128+N (N up to 64) from a shell. None when ``text``
+    reports none."""
+    found = _HOROVOD_EXIT.search(text)
     if found is None:
         return None
-    name, code = found.group(1), int(found.group(2))
-    signal_number = -code if code < 0 else code - 128 if code > 128 else None
-    if signal_number is None:
+    code = int(found.group(2))
+    return found.group(1), code, -code if code < 0 else code - 128 if 128 < code <= 128 + 64 else None
+
+
+def lost_in_horovod_launcher(exc: BaseException) -> Optional[RankLostError]:
+    """A ``RankLostError`` for Horovod's launcher error about a rank ended by a signal (the OOM killer, a lost
+    executor); None for any other error (a rank that raised exits with 1)."""
+    from .processes import describe_status
+
+    exited = horovod_launcher_exit(str(exc))
+    if exited is None or exited[2] is None:
         return None
+    name, code, signal_number = exited
     return RankLostError(f"Horovod rank {name} {describe_status(-signal_number)} (exit code {code}) in its Spark "
                          "task, as when it runs out of memory or its executor is lost; a retry may succeed",
                          rank=int(name) if name.isdigit() else None)
@@ -202,3 +210,9 @@ class RankFailures:
     def clear(self) -> None:
         if self.fs.exists(self.root):
             self.fs.rm(self.root, recursive=True)
+
+
+def job_failures(raw_output_prefix: str) -> RankFailures:
+    """The failure folder of a launched world: under the task's raw output prefix, which every rank and the launcher
+    of one attempt share."""
+    return RankFailures(f"{raw_output_prefix.rstrip('/')}/horovod-failures")

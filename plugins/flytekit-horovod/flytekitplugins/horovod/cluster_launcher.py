@@ -1,0 +1,195 @@
+"""The MPI operator's launcher as ``MPIJob`` and ``HorovodJob`` tasks register it:
+``python -m flytekitplugins.horovod.cluster_launcher --slots S -- <mpirun or horovodrun ...> ... pyflyte-execute ...``.
+
+It makes two promises true that a real cluster does not keep for a bare ``mpirun``/``horovodrun``:
+
+- **Slots.** flytepropeller's ``mpi`` plugin reads ``slots`` only for task type version 0; kfmpi and this plugin
+  register version 1, so every MPIJob gets ``slotsPerWorker: 1`` (flyteorg/flyte v1.16.8, 51877f89,
+  ``flyteplugins/go/tasks/plugins/k8s/kfoperators/mpi/mpi.go``) and the training-operator writes ``slots=1`` for
+  each worker into the hostfile and ``discover_hosts.sh`` (kubeflow/training-operator v1.8.1, 0f8735fa,
+  ``pkg/controller.v1/mpi/mpijob_controller.go``: ``newConfigMap``, ``updateDiscoverHostsInConfigMap``). Both are
+  read-only ConfigMap files, so the launcher writes a copy of the hostfile in which every host has at least ``S``
+  slots (never fewer than it had), points ``OMPI_MCA_orte_default_hostfile`` and every argument naming the
+  operator's hostfile at the copy, and puts a wrapper in front of a ``--host-discovery-script`` that raises the hosts
+  it prints the same way, each time Horovod runs it.
+- **The task's error.** When the launcher command exits non-zero (a rank killed, a host lost), the launcher pod
+  fails, the MPIJob fails and propeller shows only "Job failed": it reads ``error.pb`` only from a job that succeeded
+  (``kfoperators/common/common_operator.go`` ``GetPhaseInfo``; ``flytepropeller/pkg/controller/nodes/task/k8s/
+  plugin_manager.go``). So the launcher writes the task's ``error.pb`` itself (the rank the launcher names, with its
+  host, and what the ranks recorded; see ``failures``) and exits 0, as ``pyflyte-execute`` does with an error it
+  caught. A launcher that succeeded is left alone: a rank that raised has written its error already.
+"""
+
+import argparse
+import logging
+import os
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+from typing import Dict, List, Optional, Sequence
+
+logger = logging.getLogger("flytekitplugins.horovod")
+
+# What a discovery script wrapper runs on the operator's script's output: ``host:N`` -> ``host:max(N, S)``; awk, not
+# Python, because Horovod runs the script every second for the whole job.
+_RAISE_DISCOVERED = "awk -F: -v s={slots} 'NF == 2 {{ n = $2 + 0; if (n < s) n = s; print $1 \":\" n; next }} {{ print }}'"
+
+
+_SSH_FAILED = 255  # ssh's exit status when the remote command ended without one (killed by a signal) or ssh failed
+
+
+def prefix(slots: int) -> List[str]:
+    """The launcher command's first words: this module, with the task's slots per worker."""
+    return ["python", "-m", __name__, "--slots", str(slots), "--"]
+
+
+def raise_hostfile_slots(text: str, slots: int) -> str:
+    """An Open MPI hostfile (``host slots=N`` per line) with every host given at least ``slots`` slots."""
+    lines = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words:
+            lines.append(line)
+            continue
+        given = [int(w.split("=", 1)[1]) for w in words[1:] if w.startswith("slots=")]
+        rest = [w for w in words[1:] if not w.startswith("slots=")]
+        lines.append(" ".join([words[0], f"slots={max(given + [slots])}", *rest]))
+    return "".join(f"{line}\n" for line in lines)
+
+
+def discovery_wrapper(script: str, slots: int) -> str:
+    """A ``sh`` script that runs the discovery ``script`` and prints its hosts with at least ``slots`` slots each."""
+    return (f"#!/bin/sh\nhosts=$({shlex.quote(script)}) || exit $?\n"
+            f"printf '%s\\n' \"$hosts\" | {_RAISE_DISCOVERED.format(slots=slots)}\n")
+
+
+def with_slots(command: Sequence[str], env: Dict[str, str], slots: int, workdir: str) -> List[str]:
+    """``command`` with the operator's hostfile and discovery script replaced by copies giving ``slots`` slots per
+    host (written into ``workdir``); ``env``'s ``OMPI_MCA_orte_default_hostfile`` is pointed at the copy."""
+    command = list(command)
+    hostfile = env.get("OMPI_MCA_orte_default_hostfile")
+    if hostfile:
+        copy = os.path.join(workdir, "hostfile")
+        with open(hostfile) as f:
+            text = raise_hostfile_slots(f.read(), slots)
+        with open(copy, "w") as f:
+            f.write(text)
+        env["OMPI_MCA_orte_default_hostfile"] = copy
+        command = [copy if word == hostfile else word for word in command]
+    if "--host-discovery-script" in command:
+        at = command.index("--host-discovery-script") + 1
+        wrapper = os.path.join(workdir, "discover_hosts.sh")
+        with open(wrapper, "w") as f:
+            f.write(discovery_wrapper(command[at], slots))
+        os.chmod(wrapper, 0o755)
+        command[at] = wrapper
+    return command
+
+
+def _option(command: Sequence[str], name: str, after: str) -> Optional[str]:
+    """The value of option ``name`` in ``command`` after the word ``after``."""
+    words = list(command[command.index(after):]) if after in command else []
+    return words[words.index(name) + 1] if name in words[:-1] else None
+
+
+def rank_host(command: Sequence[str], env: Dict[str, str], rank: int) -> Optional[str]:
+    """The host a fixed-size launch put ``rank`` on: Horovod's own assignment over the hostfile, which is also where
+    ``mpirun -map-by slot`` puts it (each host's slots in turn, in hostfile order); None for an elastic launch."""
+    from horovod.runner.common.util import hosts
+
+    hostfile, np_ = env.get("OMPI_MCA_orte_default_hostfile"), _option(command, "-np", command[0])
+    if not hostfile or np_ is None or "--host-discovery-script" in command:
+        return None
+    plan = hosts.get_host_assignments(hosts.parse_hosts(hosts.parse_host_files(hostfile)), int(np_))
+    return next((slot.hostname for slot in plan if slot.rank == rank), None)
+
+
+def launcher_failure(command: Sequence[str], env: Dict[str, str], output: str, code: int) -> BaseException:
+    """The task's error for a launcher that exited with ``code``: the rank it names (recorded with its host among
+    what the ranks recorded in the job's failure folder), else what the ranks recorded, else the launcher's output."""
+    from .failures import DIED, horovod_launcher_exit, job_failures
+    from .local_launcher import mpirun_failed_rank
+    from .processes import describe_status
+
+    failures = job_failures(_option(command, "--raw-output-data-prefix", "pyflyte-execute"))
+    named = mpirun_failed_rank(output)
+    if named is None and (exited := horovod_launcher_exit(output)) is not None and exited[0].isdigit():
+        name, code, signal_number = exited
+        how = f"{describe_status(-signal_number)} (exit code {code})" if signal_number else describe_status(code)
+        if code == _SSH_FAILED:
+            how += " (horovodrun ran it over ssh, which exits 255 when the remote process is killed by a signal or " \
+                   "the connection is lost)"
+        named = int(name), f"rank {name} {how}, reported by horovodrun"
+    if named is not None:
+        host = rank_host(command, env, named[0])
+        failures.record(named[0], DIED, named[1], replace=False, **({"host": host} if host else {}))
+    tail = output.rstrip()[-3000:]
+    return failures.error(RuntimeError(f"{os.path.basename(command[0])} {describe_status(code)}; its last output:\n"
+                                       f"{tail}"))
+
+
+def write_task_error(command: Sequence[str], error: BaseException) -> None:
+    """Write ``error`` as the task's ``error.pb`` under the output prefix of the ``pyflyte-execute`` in ``command``,
+    in the Flyte context ``pyflyte-execute`` itself would set up."""
+    from flytekit.bin.entrypoint import setup_execution
+
+    from . import _shims
+
+    with setup_execution(_option(command, "--raw-output-data-prefix", "pyflyte-execute"),
+                         output_metadata_prefix=_option(command, "--output-prefix", "pyflyte-execute")) as ctx:
+        _shims.write_error_document(ctx, error)
+
+
+class _Stopped(Exception):
+    """The launcher pod was asked to stop (SIGTERM from the kubelet)."""
+
+
+def run(command: Sequence[str], slots: int) -> int:
+    """Run the launcher ``command`` with ``slots`` per worker; own the task's error when it fails. Returns the exit
+    status for this process: 0 unless it was stopped or could not write the error."""
+    from .processes import Processes
+
+    if "pyflyte-execute" not in command:
+        raise SystemExit(f"cluster_launcher: no pyflyte-execute in the launcher command {' '.join(command)}")
+    workdir = tempfile.mkdtemp(prefix="horovod-launcher-")
+    env = dict(os.environ)
+    processes = Processes()
+
+    def on_sigterm(signum, frame):
+        raise _Stopped()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        command = with_slots(command, env, slots, workdir)
+        processes.start(os.path.basename(command[0]), command, env, prefix=None, die_with_parent=True)
+        failed = processes.wait()
+        if failed is None:
+            return 0
+        error = launcher_failure(command, env, processes.finished_output(0), failed[1])
+        logger.error("the launcher failed; the task's error: %s", error)
+        write_task_error(command, error)
+        return 0
+    except _Stopped:
+        processes.stop()
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slots", type=int, required=True, help="ranks per worker pod (the task's slots)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the launcher command")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.slots < 1 or not command:
+        parser.error(f"--slots={args.slots} must be at least 1, followed by -- and the launcher command")
+    logging.basicConfig(level=logging.INFO, format="[horovod launcher] %(message)s")
+    sys.exit(run(command, args.slots))
+
+
+if __name__ == "__main__":
+    main()
