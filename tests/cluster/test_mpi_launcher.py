@@ -121,3 +121,29 @@ def test_a_killed_rank_is_the_task_error_the_launcher_writes(flows_registration,
     assert started <= error.timestamp.seconds + 1 <= time.time() + 1, error.timestamp
     time.sleep(0.5)
     assert _leftovers(ran.marker) == []
+
+
+def test_workers_the_launcher_cannot_reach_fail_the_task_with_the_launcher_s_output(flows_registration, tmp_path):
+    """As on a training-operator v1.8 cluster whose worker pods are not running yet: ``kubexec.sh`` (here an agent
+    that fails as ``kubectl exec`` does) cannot start mpirun's daemons, no rank starts, and the task's error is the
+    launcher's own output, recoverable."""
+    from flyteidl.core import errors_pb2
+
+    template = flows_registration.task(f"{FLOWS}.allreduce_mpi")
+    attempt = Attempt(tmp_path / "attempt")
+    attempt.write_inputs(template, {"scale": SCALE, "marker_dir": str(tmp_path / "markers")})
+    agent = tmp_path / "kubexec.sh"
+    agent.write_text('#!/bin/sh\necho "error: unable to upgrade connection: container not found (\\"mpi\\")" >&2\n'
+                     'exit 1\n')
+    agent.chmod(0o755)
+    ran = mpi_launcher(template, attempt, tmp_path, workers=["job-worker-0", "job-worker-1"],
+                       extra_env={"OMPI_MCA_plm_rsh_agent": str(agent)}, timeout=60)
+    assert ran.returncode == 0, ran.output[-4000:]
+    assert attempt.error_files() == ["error.pb"] and not (tmp_path / "markers").exists(), ran.output[-4000:]
+    error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error
+    assert error.kind == errors_pb2.ContainerError.RECOVERABLE, error.message
+    assert "Horovod job failed before any rank reported an error: mpirun exited with status" in error.message, \
+        error.message
+    assert "unable to upgrade connection" in error.message, error.message
+    time.sleep(0.5)
+    assert _leftovers(ran.marker) == []

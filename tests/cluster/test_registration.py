@@ -131,6 +131,32 @@ def test_fast_registration_unpacks_code_only_in_the_launcher(tmp_path):
     assert "pyflyte-fast-execute" not in per_rank
 
 
+def test_with_a_pod_template_fast_registration_prefixes_each_rank_not_the_launcher(flows_registration):
+    """Why docs/deploy.md says a pod template changes fast registration: flytekit's translator builds a pod task's
+    command through ``set_command_fn(_fast_serialize_command_fn(...))`` (``translator.py``, ``get_serializable_task``),
+    and the MPI tasks apply that function only to the per-rank command (kfmpi's ``_get_base_command``)."""
+    from flytekit.configuration import FastSerializationSettings, ImageConfig, SerializationSettings
+    from flytekit.tools.translator import _fast_serialize_command_fn
+
+    from tests.cluster.flows import cluster_flows
+
+    settings = SerializationSettings(
+        image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v",
+        fast_serialization_settings=FastSerializationSettings(enabled=True, destination_dir="/root",
+                                                              distribution_location="s3://bucket/code.tgz"))
+    task = cluster_flows.allreduce_mpi
+    task.set_command_fn(_fast_serialize_command_fn(settings, task))
+    try:
+        args = task.get_command(settings)
+    finally:
+        task.reset_command_fn()
+    launcher = c.launcher_args("allreduce_mpi", args, slots=1)  # no pyflyte-fast-execute before the launcher
+    assert launcher[0] == "mpirun"
+    per_rank = launcher[launcher.index("python") + 2:]
+    assert per_rank[:6] == ["pyflyte-fast-execute", "--additional-distribution", "s3://bucket/code.tgz", "--dest-dir",
+                            "/root", "--"] and per_rank[6] == "pyflyte-execute", per_rank
+
+
 # ---------------------------------------------------------------- workflows/rossmann.py
 ROSSMANN = "workflows.rossmann"
 ROSSMANN_RANKS = 2  # the design's default: 2 Horovod ranks in both training tasks

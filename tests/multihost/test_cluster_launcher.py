@@ -58,4 +58,5 @@ def test_a_killed_rank_is_the_task_error_the_launcher_writes(network, registrati
     error = errors_pb2.ErrorDocument.FromString((Path(attempt.output_prefix) / "error.pb").read_bytes()).error
     assert error.kind == errors_pb2.ContainerError.RECOVERABLE, error.message  # Flyte's retries apply
     assert f"Horovod rank 3 died on host {c.name}" in error.message and how in error.message, error.message
+    print(f"{task}: {error.message.split('Message:')[-1].strip()}")
     assert killed - 1 <= error.timestamp.seconds <= time.time(), (killed, error.timestamp)
