@@ -2,21 +2,33 @@
 # One image for every pod of both routes: plain Flyte tasks, the Spark operator's driver and executors (Spark route),
 # and the MPI operator's launcher and workers (MPI route).
 #
-#   docker build -t REGISTRY/flytekitplugins-horovod:TAG .                                  # CPU (tensorflow-cpu)
-#   docker build --build-arg TF_PACKAGE=tensorflow -t REGISTRY/flytekitplugins-horovod:TAG-gpu .   # GPU wheel
+#   docker build -t REGISTRY/flytekitplugins-horovod:TAG .                       # CPU: tensorflow-cpu and CPU torch
+#   docker build --build-arg BASE_IMAGE=nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04 --build-arg TF_PACKAGE=tensorflow \
+#       --build-arg GPU=1 -t REGISTRY/flytekitplugins-horovod:TAG-gpu .          # GPU: Horovod's NCCL operations
 #   pyflyte --pkgs workflows package --image REGISTRY/flytekitplugins-horovod:TAG     # or: pyflyte register --image ...
+#
+# The CPU image gets torch==2.13.0 from pip's own index, which serves the CUDA build on Linux (several GB); add
+# --build-arg TORCH_INDEX_URL=<PyTorch's CPU wheel index> for the CPU-only wheel. The GPU image builds on a CUDA
+# *devel* image (nvcc and NCCL, which Horovod's NCCL operations compile against; Ubuntu 22.04's Python 3.11 is
+# installed when the base image has none) and takes the CUDA torch from pip's own index.
 #
 # Python packages come from scripts/setup.sh with constraints.txt, the same script and pins as a local set-up, so the
 # image and a developer's .venv cannot drift (tests/cluster/test_dockerfile.py checks this file against both).
 # See docs/deploy.md.
-FROM python:3.11-slim-bookworm
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 # tensorflow-cpu (default) or tensorflow (the GPU wheel); setup.sh installs the version pinned in constraints.txt.
 ARG TF_PACKAGE=tensorflow-cpu
+# 1: setup.sh builds Horovod with HOROVOD_GPU_OPERATIONS=NCCL (needs a CUDA devel base image).
+ARG GPU=0
+# A package index for torch (setup.sh passes it to pip as --index-url); empty: pip's own.
+ARG TORCH_INDEX_URL=
 
 # System packages: Java 17 for Spark; OpenMPI (mpirun, and mpicc so Horovod builds its MPI controller); ssh client and
 # server for launchers that reach workers over SSH (MPI Operator v2, horovodrun outside Kubeflow); cmake and g++ to
-# build Horovod; procps (ps, used by Spark's scripts); tini, which the Spark entrypoint runs commands under.
+# build Horovod, and patch (setup.sh patches its sdist for PyTorch >= 2.1); procps (ps, used by Spark's scripts); tini,
+# which the Spark entrypoint runs commands under; Python 3.11 from the distribution where the base image has none.
 # (/usr/share/man/man1 first: slim images leave out man pages, and the JDK's post-install step links one there.)
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
@@ -24,8 +36,9 @@ RUN mkdir -p /usr/share/man/man1 \
         openjdk-17-jre-headless \
         openmpi-bin libopenmpi-dev \
         openssh-client openssh-server \
-        cmake g++ \
+        cmake g++ patch \
         procps tini \
+        $(command -v python3.11 >/dev/null || echo python3.11 python3.11-venv python3.11-dev) \
     && rm -rf /var/lib/apt/lists/* \
     && mkdir -p /run/sshd
 
@@ -43,11 +56,16 @@ ENV VENV=/opt/venv \
 COPY pyproject.toml constraints.txt README.md /root/
 COPY plugins/flytekit-horovod/pyproject.toml plugins/flytekit-horovod/README.md /root/plugins/flytekit-horovod/
 COPY scripts/setup.sh /root/scripts/setup.sh
+COPY scripts/patches /root/scripts/patches
+# setup.sh reports the Horovod build with these two modules (they import no other), before the rest is copied
+COPY plugins/flytekit-horovod/flytekitplugins/horovod/build_info.py plugins/flytekit-horovod/flytekitplugins/horovod/frameworks.py \
+     /root/plugins/flytekit-horovod/flytekitplugins/horovod/
 RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod rossmann \
     && touch plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py rossmann/__init__.py
 # The Horovod wheel setup.sh builds is kept in a BuildKit cache (.cache/wheels), so a rebuild does not recompile it.
 RUN --mount=type=cache,target=/root/.cache \
-    VENV=/opt/venv TF_PACKAGE=${TF_PACKAGE} WITH_MPI=1 EXTRAS=test bash scripts/setup.sh
+    VENV=/opt/venv TF_PACKAGE=${TF_PACKAGE} GPU=${GPU} TORCH_INDEX_URL=${TORCH_INDEX_URL} WITH_MPI=1 EXTRAS=test \
+    bash scripts/setup.sh
 
 COPY . /root
 COPY docker/entrypoint.sh /opt/entrypoint.sh

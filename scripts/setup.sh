@@ -72,6 +72,10 @@ if [ ${#optional[@]} -gt 0 ]; then
         say "the multi-host tests need: ${optional[*]} (Debian/Ubuntu: sudo apt-get install ${optional[*]}); they skip without"
     fi
 fi
+if [ "$GPU" = 1 ] && ! command -v nvcc >/dev/null 2>&1; then
+    say "GPU=1 builds Horovod's NCCL operations: it needs CUDA's nvcc on PATH and NCCL (a CUDA devel image)"
+    exit 1
+fi
 if [ "$WITH_MPI" = auto ]; then
     if command -v mpicc >/dev/null 2>&1; then WITH_MPI=1; else WITH_MPI=0; fi
 fi

@@ -75,7 +75,8 @@ def setup_run():
 
 # ---------------------------------------------------------------- same Python, same Java, same distribution
 def test_base_image_python_matches_the_project_and_this_venv():
-    (base,) = of("FROM")
+    assert of("FROM") == ["${BASE_IMAGE}"]
+    base = arg_default("BASE_IMAGE")  # the CPU image's; a GPU build passes a CUDA devel image (see the next test)
     assert base == "python:3.11-slim-bookworm"
     minor = re.match(r"python:(\d+\.\d+)", base).group(1)
     assert f"{sys.version_info.major}.{sys.version_info.minor}" == minor  # this venv
@@ -90,7 +91,7 @@ def test_base_image_python_matches_the_project_and_this_venv():
 def test_system_packages_cover_what_setup_sh_would_install_and_java_matches():
     apt = " ".join(r for r in of("RUN") if "apt-get install" in r)
     for package in ("openjdk-17-jre-headless", "openmpi-bin", "libopenmpi-dev", "openssh-client", "openssh-server",
-                    "cmake", "g++", "procps", "tini"):
+                    "cmake", "g++", "patch", "procps", "tini"):
         assert f" {package}" in apt, f"the image lacks {package}"
     # everything setup.sh apt-installs when missing is already there, so it installs no system package of its own
     for group in re.findall(r"missing\+=\(([^)]*)\)", SETUP_SH):
@@ -132,7 +133,33 @@ def test_tf_package_build_argument_selects_a_pinned_wheel():
     assert arg_default("TF_PACKAGE") == "tensorflow-cpu"
     pinned = pins()
     assert pinned["tensorflow-cpu"] == pinned["tensorflow"]  # --build-arg TF_PACKAGE=tensorflow: the same version
-    assert 'tf_version=$(grep -E "^tensorflow-cpu==" "$CONSTRAINTS"' in SETUP_SH
+    assert "tf_version=$(pinned tensorflow-cpu)" in SETUP_SH and "torch_version=$(pinned torch)" in SETUP_SH
+    assert 'pinned() { grep -E "^$1==" "$CONSTRAINTS" | cut -d= -f3; }' in SETUP_SH
+
+
+def test_cpu_and_gpu_variants_build_horovod_for_both_frameworks_the_gpu_one_with_nccl():
+    """One Dockerfile, two images: the defaults give the CPU one; BASE_IMAGE (a CUDA devel image), TF_PACKAGE=tensorflow
+    and GPU=1 the GPU one, whose Horovod build adds NCCL operations. Both reach setup.sh, which builds Horovod with
+    TensorFlow and PyTorch from the patched sdist, and checks nvcc before building for the GPU."""
+    assert arg_default("GPU") == "0" and arg_default("TORCH_INDEX_URL") == ""
+    run = setup_run()
+    assert "GPU=${GPU}" in run and "TORCH_INDEX_URL=${TORCH_INDEX_URL}" in run
+    header = DOCKERFILE.read_text().split("\nFROM", 1)[0]
+    gpu_example = re.search(r"docker build (--build-arg BASE_IMAGE=(\S+) --build-arg TF_PACKAGE=tensorflow \\\n#\s+"
+                            r"--build-arg GPU=1) ", header)
+    assert gpu_example, header
+    assert re.fullmatch(r"nvidia/cuda:12\.[\d.]+-cudnn-devel-ubuntu22\.04", gpu_example.group(2))  # nvcc and NCCL
+    apt = " ".join(r for r in of("RUN") if "apt-get install" in r)
+    # Ubuntu 22.04 has no python3.11 preinstalled: the image installs it where the base image has none
+    assert "$(command -v python3.11 >/dev/null || echo python3.11 python3.11-venv python3.11-dev)" in apt
+    assert 'if [ "$GPU" = 1 ]; then build_env+=(HOROVOD_GPU_OPERATIONS=NCCL); fi' in SETUP_SH
+    assert 'if [ "$GPU" = 1 ] && ! command -v nvcc' in SETUP_SH
+    build = re.search(r"build_env=\(([^)]*)\)", SETUP_SH).group(1).split()
+    assert {"HOROVOD_WITH_TENSORFLOW=1", "HOROVOD_WITH_PYTORCH=1", "HOROVOD_WITH_GLOO=1"} <= set(build)
+    assert 'patch -s -p1 -d "$src/horovod-$hvd_version" < "$HVD_PATCH"' in SETUP_SH
+    copied = " ".join(of("COPY"))
+    for needed in ("scripts/patches", "flytekitplugins/horovod/build_info.py", "flytekitplugins/horovod/frameworks.py"):
+        assert needed in copied, f"the image must have {needed} before setup.sh runs"
 
 
 def test_this_environment_is_exactly_the_pins_so_the_image_gets_the_same():
@@ -145,8 +172,10 @@ def test_this_environment_is_exactly_the_pins_so_the_image_gets_the_same():
         installed.pop(own)
     unpinned = sorted(set(installed) - set(pinned))
     assert unpinned == [], f"installed but not pinned in constraints.txt (run scripts/freeze.sh): {unpinned}"
+    # a local version label (torch's "+cpu" build here, the CUDA build in a GPU image) is the pinned release: PEP 440's
+    # == matches it
     wrong = {name: (installed[name], version) for name, version in pinned.items()
-             if name in installed and installed[name] != version}
+             if name in installed and installed[name].split("+")[0] != version}
     assert wrong == {}, f"installed version differs from constraints.txt: {wrong}"
     absent = sorted(set(pinned) - set(installed))
     assert absent in (["tensorflow"], ["tensorflow-cpu"]), absent  # the other value of TF_PACKAGE

@@ -5,6 +5,8 @@ Horovod was built without PyTorch, and check-build counts that import as built. 
 compiled Horovod extension is on disk and the framework itself is installed (``framework_built``: no import, so a
 launcher can refuse a missing one before any rank starts), and ``python -m flytekitplugins.horovod.build_info``
 proves it: in a fresh process per framework, ``hvd.init()`` and a 1-rank allreduce (what the set-up reports).
+
+It imports nothing of the plugin but ``frameworks``: the set-up runs it before the plugin's other modules are there.
 """
 
 import argparse
@@ -13,31 +15,9 @@ import importlib.util
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
-
-@dataclass(frozen=True)
-class FrameworkBuild:
-    """How one ``Horovod(framework=...)`` value is built and checked."""
-
-    display: str  # the framework's name as Horovod's documentation spells it
-    package: str  # the framework's own top-level package
-    extension: str  # Horovod's compiled extension for it, relative to the horovod package
-    build_flag: str  # the build variable that makes Horovod build it (or fail the build saying why)
-    allreduce: str  # a 1-rank allreduce of the value 1 that prints it, with the framework's Horovod module as hvd
-
-
-FRAMEWORK_BUILDS: Dict[str, FrameworkBuild] = {
-    "tensorflow": FrameworkBuild("TensorFlow", "tensorflow", "tensorflow/mpi_lib", "HOROVOD_WITH_TENSORFLOW",
-                                 "import tensorflow as tf; print(float(hvd.allreduce(tf.constant(1.0))))"),
-    "keras": FrameworkBuild("TensorFlow (Keras)", "keras", "tensorflow/mpi_lib", "HOROVOD_WITH_TENSORFLOW",
-                            "import tensorflow as tf; print(float(hvd.allreduce(tf.constant(1.0))))"),
-    "pytorch": FrameworkBuild("PyTorch", "torch", "torch/mpi_lib_v2", "HOROVOD_WITH_PYTORCH",
-                              "import torch; print(float(hvd.allreduce(torch.tensor(1.0))))"),
-    "mxnet": FrameworkBuild("MXNet", "mxnet", "mxnet/mpi_lib", "HOROVOD_WITH_MXNET",
-                            "import mxnet as mx; print(float(hvd.allreduce(mx.nd.array([1.0])).asscalar()))"),
-}
+from .frameworks import FRAMEWORK_BUILDS
 
 
 def horovod_dir() -> Optional[str]:
@@ -81,9 +61,7 @@ def verify(framework: str, timeout: float = 120.0) -> Tuple[Optional[str], List[
     build has, as that module reports them."""
     if not framework_built(framework):
         return missing_framework(framework), []
-    from .settings import FRAMEWORKS
-
-    code = (f"import {FRAMEWORKS[framework]} as hvd; hvd.init(); {FRAMEWORK_BUILDS[framework].allreduce}; "
+    code = (f"import {FRAMEWORK_BUILDS[framework].module} as hvd; hvd.init(); {FRAMEWORK_BUILDS[framework].allreduce}; "
             "print(*[name for name, built in (('MPI', hvd.mpi_built()), ('Gloo', hvd.gloo_built())) if built]); "
             "hvd.shutdown()")
     env = {**os.environ, "HOROVOD_RANK": "0", "HOROVOD_SIZE": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}

@@ -9,15 +9,12 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .frameworks import FRAMEWORK_BUILDS
+
 CONTROLLERS = ("gloo", "mpi")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
-# The Horovod module whose ``init()`` a rank runs before the task body; None: the body initialises Horovod itself.
-FRAMEWORKS = {
-    "tensorflow": "horovod.tensorflow",
-    "keras": "horovod.keras",
-    "pytorch": "horovod.torch",
-    "mxnet": "horovod.mxnet",
-}
+# The Horovod module whose ``init()`` a rank runs before the task body, per framework (None: the body initialises it).
+FRAMEWORKS = {name: build.module for name, build in FRAMEWORK_BUILDS.items()}
 SETTINGS_ENV = "FLYTE_HOROVOD_SETTINGS"  # the settings as JSON, so every rank can read them back
 
 
