@@ -2,7 +2,7 @@
 # Every target sets up first; the set-up takes seconds when nothing changed.
 PYTEST_ARGS ?=
 
-.PHONY: setup run run-mpi test test-fast test-multihost bench reliability
+.PHONY: setup run run-mpi run-torch test test-fast test-multihost bench reliability
 setup:
 	bash scripts/setup.sh
 
@@ -11,6 +11,9 @@ run: setup
 
 run-mpi: setup
 	.venv/bin/pyflyte run workflows/rossmann.py wf_mpi
+
+run-torch: setup
+	.venv/bin/pyflyte run workflows/rossmann.py wf_torch
 
 # pytest exits 5 when it collected no test; make treats any non-zero exit as a failure, so that fails too.
 test: setup

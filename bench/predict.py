@@ -36,7 +36,7 @@ def trained_model(prepared, hidden, quick: bool):
     import numpy as np
     import tensorflow as tf
 
-    from rossmann.metrics import CUSTOM_OBJECTS
+    from rossmann.model import CUSTOM_OBJECTS
     from rossmann.model import build_model, compile_model, make_optimizer
     from rossmann.prepared import continuous_stats, feature_cols, load_metadata, model_inputs, read_split
 
@@ -66,7 +66,7 @@ def horovod_transform(spark, model, prepared, metadata):
     from horovod.spark.keras import KerasModel
     from pyspark.sql import functions as F
 
-    from rossmann.metrics import CUSTOM_OBJECTS
+    from rossmann.model import CUSTOM_OBJECTS
     from rossmann.prepared import feature_cols
 
     label, features = metadata["label_col"], feature_cols(metadata)

@@ -1,37 +1,24 @@
-"""Per-epoch training checkpoints: rank 0 writes them, a restarted run resumes after the last finished epoch.
+"""Per-epoch Keras training checkpoints: rank 0 writes them, a restarted run resumes after the last finished epoch.
 
-Layout under the checkpoint directory: `current/` holding `last` (TensorFlow checkpoint of the model and
-its optimizer), `best.npz` (weights of the best epoch so far) and `state.json` (TrainState). `current/`
-is replaced whole after every epoch, so a crash mid-write leaves the previous epoch's checkpoint.
+Under the checkpoint directory's `current/` (see `rossmann.train_state`): `last` (TensorFlow checkpoint of the model
+and its optimizer), `best.npz` (weights of the best epoch so far) and `state.json` (TrainState).
 """
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
+from rossmann.train_state import CURRENT, TrainState, copy_checkpoint, read_state, replace_current
+
+__all__ = ["CURRENT", "EpochCheckpoint", "KeepBest", "TrainState", "copy_checkpoint", "read_state", "restore"]
+
 log = logging.getLogger(__name__)
-
-CURRENT = "current"
-
-
-@dataclass
-class TrainState:
-    """Progress so far: epochs finished, their history, and the best monitored value (epoch 0-based)."""
-
-    epochs_done: int = 0
-    history: dict[str, list[float]] = field(default_factory=dict)
-    best: float = math.inf
-    best_epoch: int = -1
 
 
 class KeepBest(tf.keras.callbacks.Callback):
@@ -74,28 +61,18 @@ class EpochCheckpoint(tf.keras.callbacks.Callback):
         self.state.epochs_done = epoch + 1
         self.state.best, self.state.best_epoch = self.keep_best.best, self.keep_best.epoch
 
-        current, tmp = self.directory / CURRENT, self.directory / f".tmp-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir(parents=True)
-        self.model.save_weights(str(tmp / "last"))
-        if self.keep_best.epoch == epoch or not (current / "best.npz").exists():
-            np.savez(tmp / "best.npz", *(self.keep_best.weights or self.model.get_weights()))
-        else:
-            shutil.copy2(current / "best.npz", tmp / "best.npz")
-        (tmp / "state.json").write_text(json.dumps(asdict(self.state)))
-        old = self.directory / f".old-{uuid.uuid4().hex[:8]}"
-        if current.exists():
-            os.replace(current, old)
-        os.replace(tmp, current)
-        shutil.rmtree(old, ignore_errors=True)
-        log.info("checkpoint of epoch %d in %s", epoch + 1, current)
+        current = self.directory / CURRENT
+
+        def write_files(folder: Path) -> None:
+            self.model.save_weights(str(folder / "last"))
+            if self.keep_best.epoch == epoch or not (current / "best.npz").exists():
+                np.savez(folder / "best.npz", *(self.keep_best.weights or self.model.get_weights()))
+            else:
+                shutil.copy2(current / "best.npz", folder / "best.npz")
+
+        replace_current(self.directory, self.state, write_files)
         if self.saved is not None:
             self.saved(self.directory)  # e.g. upload it to the task's Flyte checkpoint
-
-
-def read_state(directory: str | os.PathLike) -> TrainState | None:
-    """The state of the checkpoint in directory, or None if there is none."""
-    path = Path(directory) / CURRENT / "state.json"
-    return TrainState(**json.loads(path.read_text())) if path.is_file() else None
 
 
 def restore(model: tf.keras.Model, directory: str | os.PathLike) -> list[np.ndarray]:
@@ -104,15 +81,3 @@ def restore(model: tf.keras.Model, directory: str | os.PathLike) -> list[np.ndar
     model.load_weights(str(current / "last")).expect_partial()  # an uncompiled model has no optimizer to restore
     with np.load(current / "best.npz") as best:
         return [best[f"arr_{i}"] for i in range(len(best.files))]
-
-
-def copy_checkpoint(directory: str | os.PathLike, url: str) -> None:
-    """Copy the checkpoint in ``directory`` (its ``current/``) to ``url`` (a local path or an fsspec URL: a task's
-    Flyte checkpoint, for processes that save it without flytekit, such as Spark executors), replacing the last."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(url)
-    target = f"{root.rstrip('/')}/{CURRENT}"
-    if fs.exists(target):
-        fs.rm(target, recursive=True)
-    fs.put(str(Path(directory) / CURRENT), target, recursive=True)

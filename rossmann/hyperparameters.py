@@ -16,6 +16,9 @@ BATCH_SIZE = 256
 LEARNING_RATE = 2e-3  # per rank
 HIDDEN = (256, 128)
 DROPOUT = 0.1
+# The model's fixed choices, the same in its Keras and its PyTorch form.
+L2 = 5e-5  # L2 penalty on the dense layers' kernels
+CLIP = 4.0  # standard deviations a continuous input may be from its training mean
 
 
 class HyperparameterError(ValueError):

@@ -1,8 +1,8 @@
-"""Root mean square percentage error (Kaggle's Rossmann metric), in numpy and as a Keras metric."""
+"""Root mean square percentage error (Kaggle's Rossmann metric) and the RMSPE-optimal scale of predictions, in numpy
+(framework-free: the Keras and the PyTorch model both use it; the Keras metric is ``rossmann.model.exp_rmspe``)."""
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 
 
 def rmspe(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -21,16 +21,12 @@ def rmspe(y_true: np.ndarray, y_pred: np.ndarray) -> float:
 SCORED_LOG_SALES = 0.001  # rows with log sales at or below it (sales <= 1) are not scored from log sales
 
 
-@tf.keras.saving.register_keras_serializable(package="rossmann")
-def exp_rmspe(y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-    """RMSPE of a batch, from log sales (rows with log sales <= 0.001, i.e. sales <= 1, are ignored)."""
-    y_true = tf.cast(y_true, y_pred.dtype)
-    pct = tf.square((tf.exp(y_true) - tf.exp(y_pred)) / tf.exp(y_true))
-    scored = y_true > SCORED_LOG_SALES
-    total = tf.reduce_sum(tf.where(scored, pct, tf.zeros_like(pct)))
-    count = tf.reduce_sum(tf.cast(scored, pct.dtype))
-    return tf.sqrt(tf.math.divide_no_nan(total, count))
+def rmspe_scale(predicted_log_sales: np.ndarray, log_sales: np.ndarray) -> float:
+    """The factor c that minimises the RMSPE of c * predicted sales on rows scored from log sales.
 
-
-# For tf.keras.models.load_model and the Horovod Estimator: both the plain and the registered name.
-CUSTOM_OBJECTS = {"exp_rmspe": exp_rmspe, "rossmann>exp_rmspe": exp_rmspe}
+    With r = predicted / true sales, RMSPE^2 = mean((1 - c r)^2), lowest at c = sum(r) / sum(r^2); 1.0 when no row
+    is scored."""
+    log_sales = np.asarray(log_sales, dtype=np.float64).ravel()
+    scored = log_sales > SCORED_LOG_SALES
+    ratio = np.exp(np.asarray(predicted_log_sales, dtype=np.float64).ravel()[scored] - log_sales[scored])
+    return float(ratio.sum() / np.square(ratio).sum()) if scored.any() else 1.0

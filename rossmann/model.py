@@ -12,12 +12,26 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from rossmann.metrics import SCORED_LOG_SALES, exp_rmspe
+from rossmann.hyperparameters import CLIP, L2
+from rossmann.metrics import SCORED_LOG_SALES, rmspe_scale
 from rossmann.prepared import ContinuousStats, Metadata
 
 LOSS = "mae"
-L2 = 5e-5
-CLIP = 4.0  # standard deviations a continuous input may be from its training mean
+
+
+@tf.keras.saving.register_keras_serializable(package="rossmann")
+def exp_rmspe(y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+    """RMSPE of a batch, from log sales (rows with log sales <= 0.001, i.e. sales <= 1, are ignored)."""
+    y_true = tf.cast(y_true, y_pred.dtype)
+    pct = tf.square((tf.exp(y_true) - tf.exp(y_pred)) / tf.exp(y_true))
+    scored = y_true > SCORED_LOG_SALES
+    total = tf.reduce_sum(tf.where(scored, pct, tf.zeros_like(pct)))
+    count = tf.reduce_sum(tf.cast(scored, pct.dtype))
+    return tf.sqrt(tf.math.divide_no_nan(total, count))
+
+
+# For tf.keras.models.load_model and the Horovod Estimator: both the plain and the registered name.
+CUSTOM_OBJECTS = {"exp_rmspe": exp_rmspe, "rossmann>exp_rmspe": exp_rmspe}
 
 
 def build_model(
@@ -93,11 +107,7 @@ def calibrate_for_rmspe(model: tf.keras.Model, rows: pd.DataFrame, metadata: Met
     """
     from rossmann.predict import predict_log_sales
 
-    label = metadata["label_col"]
-    log_sales = rows[label].to_numpy(np.float64)
-    scored = log_sales > SCORED_LOG_SALES  # as exp_rmspe scores them
-    ratio = np.exp(predict_log_sales(model, rows[scored], metadata) - log_sales[scored])
-    scale = float(ratio.sum() / np.square(ratio).sum()) if scored.any() else 1.0
+    scale = rmspe_scale(predict_log_sales(model, rows, metadata), rows[metadata["label_col"]].to_numpy(np.float64))
     output = tf.keras.layers.Rescaling(1.0, offset=math.log(scale), name="rmspe_calibration")(model.output)
     return tf.keras.Model(model.inputs, output, name=model.name), scale
 

@@ -1,16 +1,17 @@
-"""Vectorised prediction: whole batches per Keras call (Horovod's KerasModel.transform calls it once per row)."""
+"""Vectorised prediction: whole batches per model call (Horovod's KerasModel.transform calls it once per row), for a
+Keras or a PyTorch (TorchScript) model; neither framework is imported until a model of its kind is loaded."""
 from __future__ import annotations
 
 import logging
 import os
-import tempfile
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
-import tensorflow as tf
 
-from rossmann.metrics import CUSTOM_OBJECTS
+from rossmann.model_dir import KERAS_MODEL, TORCH_MODEL, atomic_write, framework
 from rossmann.prepared import Metadata, feature_cols, load_metadata, model_inputs, read_split
 
 log = logging.getLogger(__name__)
@@ -18,24 +19,38 @@ log = logging.getLogger(__name__)
 BATCH_SIZE = 16384
 
 
-def load_model(model_dir: str | os.PathLike, compile: bool = False) -> tf.keras.Model:
-    """Load a saved model: either a training output directory (holding model/) or the model/ directory."""
+def load_model(model_dir: str | os.PathLike, compile: bool = False) -> Any:
+    """Load a saved model: a training output directory (holding model/ or model.pt), or the Keras model/ folder.
+
+    A PyTorch model loads as TorchScript, without the training code's classes."""
     path = Path(model_dir)
-    if (path / "model").is_dir():
-        path = path / "model"
+    if framework(path) == "pytorch":
+        import torch
+
+        return torch.jit.load(str(path / TORCH_MODEL))
+    import tensorflow as tf
+
+    from rossmann.model import CUSTOM_OBJECTS
+
+    if (path / KERAS_MODEL).is_dir():
+        path = path / KERAS_MODEL
     return tf.keras.models.load_model(str(path), custom_objects=CUSTOM_OBJECTS, compile=compile)
 
 
-def predict_log_sales(model: tf.keras.Model, pdf: pd.DataFrame, metadata: Metadata,
-                      batch_size: int = BATCH_SIZE) -> np.ndarray:
-    """Predicted log sales of every row of pdf, as a 1-D float64 array."""
+def predict_log_sales(model: Any, pdf: pd.DataFrame, metadata: Metadata, batch_size: int = BATCH_SIZE) -> np.ndarray:
+    """Predicted log sales of every row of pdf by a Keras or PyTorch model, as a 1-D float64 array."""
     if len(pdf) == 0:
         return np.zeros(0)
+    torch = sys.modules.get("torch")  # a PyTorch model means torch is imported already
+    if torch is not None and isinstance(model, torch.nn.Module):
+        from rossmann.torch_model import predict_log_sales as predict_with_torch
+
+        return predict_with_torch(model, pdf, metadata, batch_size)
     pred = model.predict(model_inputs(pdf, metadata), batch_size=batch_size, verbose=0)
     return np.asarray(pred, dtype=np.float64).reshape(-1)
 
 
-def predict_submission(model: tf.keras.Model, test: pd.DataFrame | str | os.PathLike, metadata: Metadata,
+def predict_submission(model: Any, test: pd.DataFrame | str | os.PathLike, metadata: Metadata,
                        batch_size: int = BATCH_SIZE) -> pd.DataFrame:
     """Kaggle submission rows [Id, Sales], one per test Id, sorted by Id; closed stores (Open == 0) get 0.
 
@@ -65,13 +80,4 @@ def write_submission(df: pd.DataFrame, out_dir: str | os.PathLike) -> Path:
     """Write out_dir/submission.csv (header Id,Sales) atomically; return its path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "submission.csv"
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".submission.", suffix=".csv")
-    try:
-        with os.fdopen(fd, "w") as f:
-            df[["Id", "Sales"]].to_csv(f, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path
+    return atomic_write(out / "submission.csv", df[["Id", "Sales"]].to_csv(index=False))

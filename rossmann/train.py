@@ -9,14 +9,11 @@ ended there), decay the learning rate along a half cosine, print one line per ep
 the weights of the epoch with the lowest backtest RMSPE, and scale the model's sales to the RMSPE optimum on
 training rows (`rossmann.model.calibrate_for_rmspe`).
 
-Model directory: `model/` (TensorFlow SavedModel), `history.json` ({metric: [value per epoch]}) and
-`metrics.json` (best_val_exp_rmspe, backtest_rmspe, rmspe_scale, epochs, ranks, train_rows, backtest_rows,
-seconds, ...).
+Both write the model directory of `rossmann.model_dir`; `rossmann.torch_train` is the PyTorch twin of `train_rank`.
 """
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import os
@@ -35,9 +32,10 @@ import tensorflow as tf
 
 from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, copy_checkpoint, read_state, restore
 from rossmann.hyperparameters import BATCH_SIZE, DROPOUT, EPOCHS, HIDDEN, LEARNING_RATE
-from rossmann.metrics import CUSTOM_OBJECTS, exp_rmspe, rmspe
-from rossmann.model import (LOSS, build_model, calibrate_for_rmspe, compile_model, fill_untrained_embeddings,
-                            make_optimizer)
+from rossmann.metrics import rmspe
+from rossmann.model import (CUSTOM_OBJECTS, LOSS, build_model, calibrate_for_rmspe, compile_model, exp_rmspe,
+                            fill_untrained_embeddings, make_optimizer)
+from rossmann.model_dir import KERAS_MODEL, History, plain_history, write_history_and_metrics
 from rossmann.predict import predict_log_sales
 from rossmann.prepared import (
     Metadata,
@@ -51,7 +49,6 @@ from rossmann.prepared import (
 
 log = logging.getLogger(__name__)
 
-History = dict[str, list[float]]
 VAL_BATCH_SIZE = 8192
 MONITOR = "val_exp_rmspe"  # the saved model is the epoch where this was lowest
 
@@ -133,21 +130,6 @@ def _rank() -> int:
     return hvd.rank()
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def _plain_history(history: Mapping[str, Sequence[float]]) -> History:
-    return {k: [float(v) for v in values] for k, values in history.items()}
-
-
 def save_training_outputs(
     model: tf.keras.Model,
     history: Mapping[str, Sequence[float]],
@@ -157,26 +139,15 @@ def save_training_outputs(
     """Write model/, history.json and metrics.json under out_dir (each replaced whole); return the metrics."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    history = _plain_history(history)
     tmp_model = Path(tempfile.mkdtemp(dir=out, prefix=".model."))
     try:
         model.save(str(tmp_model), save_format="tf", include_optimizer=False)  # no Horovod ops in the graph
-        if (out / "model").exists():
-            shutil.rmtree(out / "model")
-        os.replace(tmp_model, out / "model")
+        if (out / KERAS_MODEL).exists():
+            shutil.rmtree(out / KERAS_MODEL)
+        os.replace(tmp_model, out / KERAS_MODEL)
     finally:
         shutil.rmtree(tmp_model, ignore_errors=True)
-
-    metrics: dict[str, Any] = {"epochs": len(history.get("loss", []))}
-    val = history.get("val_exp_rmspe")
-    if val:
-        best = int(np.argmin(val))
-        metrics.update(best_val_exp_rmspe=val[best], best_epoch=best + 1, final_val_exp_rmspe=val[-1])
-    metrics.update(extra_metrics)
-    _atomic_write_text(out / "history.json", json.dumps(history, indent=1))
-    _atomic_write_text(out / "metrics.json", json.dumps(metrics, indent=1))
-    log.info("wrote %s: %s", out, metrics)
-    return metrics
+    return write_history_and_metrics(out, history, {"framework": "keras", **extra_metrics})
 
 
 def _finish(model: tf.keras.Model, history: History, metadata: Metadata, train: pd.DataFrame, val: pd.DataFrame,
@@ -285,7 +256,7 @@ def fit_estimator(
             if published is not None:
                 shutil.rmtree(published.directory, ignore_errors=True)
         trained = keras_model.getModel()
-        for key, values in _plain_history(keras_model.getHistory()).items():
+        for key, values in plain_history(keras_model.getHistory()).items():
             history.setdefault(key, []).extend(values)
     else:  # the previous attempt finished every epoch: its best weights are the model
         model.set_weights(best_weights)

@@ -2,6 +2,7 @@
 
     pyflyte run workflows/rossmann.py wf                       # synthetic data, Horovod on Spark
     pyflyte run workflows/rossmann.py wf_mpi                   # the same, trained by MPIJob ranks
+    pyflyte run workflows/rossmann.py wf_torch                 # the same model in PyTorch, on MPIJob ranks
     pyflyte run workflows/rossmann.py wf --data_dir ./kaggle   # the seven real CSV files
     pyflyte run workflows/rossmann.py wf --hp '{"epochs": 8, "n_stores": 200}'
 
@@ -24,8 +25,8 @@ from flytekit import Resources, task, workflow
 from flytekit.types.directory import FlyteDirectory
 from flytekitplugins.spark import Spark
 
-from flytekitplugins.horovod import (HorovodSpark, MPIJob, Worker, compression, spark_backend, spark_checkpoint_url,
-                                     spark_store)
+from flytekitplugins.horovod import (Horovod, HorovodSpark, MPIJob, Worker, compression, spark_backend,
+                                     spark_checkpoint_url, spark_store)
 from rossmann import hyperparameters
 from rossmann.synthetic import TEST_DAYS
 
@@ -45,7 +46,8 @@ if "PYTHONWARNINGS" not in os.environ:
     for _category, _module in KNOWN_NOISE:
         warnings.filterwarnings("ignore", category=_category, module=re.escape(_module))
 WHERE_RANKS_ARE_SET = (f"the rank count is the training tasks' config: RANKS = {RANKS} in workflows/rossmann.py "
-                       "(HorovodSpark(num_proc=RANKS) for train, MPIJob(worker=Worker(replicas=RANKS)) for train_mpi)")
+                       "(HorovodSpark(num_proc=RANKS) for train, MPIJob(worker=Worker(replicas=RANKS)) for train_mpi "
+                       "and train_torch)")
 
 
 @dataclasses.dataclass
@@ -209,10 +211,32 @@ def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     return FlyteDirectory(out)
 
 
+@task(task_config=MPIJob(worker=Worker(replicas=RANKS), horovod=Horovod(framework="pytorch")), enable_deck=True,
+      requests=Resources(cpu="2", mem="4Gi"))
+@timed
+def train_torch(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
+    """The PyTorch model on the MPI route: this body runs on every rank, where the plugin has already initialised
+    ``horovod.torch``; each rank reads its shard of the Parquet row groups. Checkpoints and retries as ``train_mpi``."""
+    import horovod.torch as hvd
+    from rossmann.torch_train import train_rank_torch
+
+    out, prepared_dir, checkpoint_dir = _workdir("model"), prepared.download(), _workdir("checkpoint")
+    checkpoint = _flyte_checkpoint()
+    if checkpoint is not None and hvd.rank() == 0 and checkpoint.restore(checkpoint_dir) is not None:
+        log.info("restored the previous attempt's checkpoint into %s", checkpoint_dir)
+    train_rank_torch(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size, learning_rate=hp.learning_rate,
+                     hidden=hp.hidden, seed=hp.seed, compression=compression(), checkpoint_dir=checkpoint_dir,
+                     checkpoint_saved=checkpoint.save if checkpoint is not None else None)
+    if hvd.rank() == 0:
+        _report_training(out, prepared_dir)
+    return FlyteDirectory(out)
+
+
 @task(requests=Resources(cpu="2", mem="4Gi"))
 @timed
 def predict(prepared: FlyteDirectory, model: FlyteDirectory) -> FlyteDirectory:
-    """Vectorised prediction of the test split; ``submission.csv`` (Id,Sales) with closed stores at 0."""
+    """Vectorised prediction of the test split by a Keras or PyTorch model; ``submission.csv`` (Id,Sales) with closed
+    stores at 0."""
     from rossmann import report
     from rossmann.predict import submission_from_dirs, write_submission
 
@@ -243,4 +267,12 @@ def wf_mpi(data_dir: typing.Optional[FlyteDirectory] = None, hp: Hyperparameters
     """The same pipeline, trained by MPIJob ranks (``mpirun``/``horovodrun`` on a cluster)."""
     prepared = prepare(data=get_data(data_dir=data_dir, hp=hp), hp=hp)
     model = train_mpi(prepared=prepared, hp=hp)
+    return Outputs(model=model, predictions=predict(prepared=prepared, model=model))
+
+
+@workflow
+def wf_torch(data_dir: typing.Optional[FlyteDirectory] = None, hp: Hyperparameters = Hyperparameters()) -> Outputs:
+    """The same pipeline with the model in PyTorch, trained by MPIJob ranks (``horovod.torch``)."""
+    prepared = prepare(data=get_data(data_dir=data_dir, hp=hp), hp=hp)
+    model = train_torch(prepared=prepared, hp=hp)
     return Outputs(model=model, predictions=predict(prepared=prepared, model=model))
