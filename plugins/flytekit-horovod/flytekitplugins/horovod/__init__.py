@@ -27,6 +27,7 @@ from .spark import (
     spark_store,
 )
 from .spark_launcher import NotEnoughSlotsError
+from .spark_torch import spark_torch_resume
 
 __all__ = [
     "CleanPodPolicy",
@@ -54,4 +55,5 @@ __all__ = [
     "spark_checkpoint_url",
     "spark_run",
     "spark_store",
+    "spark_torch_resume",
 ]

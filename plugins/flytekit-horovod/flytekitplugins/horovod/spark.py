@@ -19,6 +19,7 @@ from flytekitplugins.spark.task import PysparkFunctionTask
 from . import _shims
 from .failures import lost_in_horovod_launcher
 from .horovod_deck import add_horovod_deck
+from .rank import import_path
 from .rank_output import RankOutput, log_dir
 from .settings import Horovod, HorovodConfigError
 from .spark_launcher import horovod_spark_options, run_on_spark, spark_slots
@@ -189,6 +190,15 @@ def spark_run(fn: Callable, kwargs: Optional[Dict[str, Any]] = None, all_ranks: 
     return current_horovod_spark().run(fn, kwargs, all_ranks)
 
 
+def _importable_in_workers(spark, python_path: str) -> None:
+    """Put ``python_path`` first on the ``PYTHONPATH`` of a local session's Python workers started from now on (Spark
+    pools workers by environment), so that they unpickle what the task's module defines as the driver does: e.g. a
+    PyTorch model class, which the Estimator's ranks and its model's ``transform`` load."""
+    env = spark.sparkContext.environment
+    paths = [python_path, *env.get("PYTHONPATH", "").split(os.pathsep)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+
+
 class HorovodSparkFunctionTask(PysparkFunctionTask):
     """A Spark task (type ``spark``) whose body runs on the driver with Horovod helpers at hand."""
 
@@ -233,6 +243,8 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
             prefix = os.path.join(str(user_params.working_directory), "horovod")
         else:
             prefix = f"{prefix.rstrip('/')}/horovod"
+        if self.sess.sparkContext.master.startswith("local"):
+            _importable_in_workers(self.sess, import_path(self.task_function))
         horovod = HorovodSparkContext(num_proc, self.task_config.horovod, self.sess, prefix)
         params = params.builder().add_attr(CONTEXT_ATTR, horovod).build()
         _shims.keep_attrs_across_dispatch(user_params, params)
