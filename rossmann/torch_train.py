@@ -67,7 +67,7 @@ def _restore_checkpoint(directory: Path, model: torch.nn.Module,
     return torch.load(current / "best.pt", weights_only=True)
 
 
-def train_rank_torch(
+def train_rank_torch(  # the knobs of rossmann.train.train_rank, its Keras twin, where they mean the same
     prepared_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     epochs: int = EPOCHS,
