@@ -9,7 +9,8 @@ This module only does the substitutions the cluster does before running them:
 - the training-operator's MPIJob controller: mount a hostfile and set ``OMPI_MCA_orte_default_hostfile`` on the
   launcher container, write ``discover_hosts.sh``, both with the ``slotsPerWorker`` propeller gave the MPIJob
   (``propeller.mpi_job``: always 1 for our tasks) (kubeflow/training-operator v1.8.1, 0f8735fa,
-  ``pkg/controller.v1/mpi/mpijob_controller.go``: ``newLauncher``, ``newConfigMap``, ``updateDiscoverHostsInConfigMap``);
+  ``pkg/controller.v1/mpi/mpijob_controller.go``: ``newLauncher``, ``newConfigMap``,
+  ``updateDiscoverHostsInConfigMap``);
 - the kubelet: expand ``$(VAR)`` references in container args from the container's declared environment;
 - Flyte's Spark plugin + the Spark operator: turn the ``SparkJob`` custom into Spark properties (executor path ->
   ``spark.pyspark.python``/``spark.pyspark.driver.python``) and start the driver with the image's entrypoint in

@@ -75,7 +75,8 @@ def _replicas(spec: kubeflow_mpi.DistributedMPITrainingReplicaSpec) -> int:
 def _run_policy(policy: kubeflow_common.RunPolicy) -> Dict[str, Any]:
     """``common.ParseRunPolicy``."""
     parsed: Dict[str, Any] = {"cleanPodPolicy": _CLEAN_POD_POLICY[policy.clean_pod_policy]}
-    for name, value in (("backoffLimit", policy.backoff_limit), ("activeDeadlineSeconds", policy.active_deadline_seconds),
+    for name, value in (("backoffLimit", policy.backoff_limit),
+                        ("activeDeadlineSeconds", policy.active_deadline_seconds),
                         ("ttlSecondsAfterFinished", policy.ttl_seconds_after_finished)):
         if value != 0:
             parsed[name] = value

@@ -12,7 +12,8 @@ def test_the_hostfile_copy_gives_every_host_at_least_the_task_s_slots():
     assert raise_hostfile_slots(operator_hostfile(["job-worker-0", "job-worker-1"], 1), 2) == \
         "job-worker-0 slots=2\njob-worker-1 slots=2\n"
     # never fewer than the hostfile gave; lines without slots get them; comments and blank lines are kept
-    assert raise_hostfile_slots("a slots=4 max_slots=8\n\n# gpu\nb\n", 2) == "a slots=4 max_slots=8\n\n# gpu\nb slots=2\n"
+    assert raise_hostfile_slots("a slots=4 max_slots=8\n\n# gpu\nb\n", 2) == \
+        "a slots=4 max_slots=8\n\n# gpu\nb slots=2\n"
 
 
 def _script(path, text: str):

@@ -147,3 +147,33 @@ def test_workers_the_launcher_cannot_reach_fail_the_task_with_the_launcher_s_out
     assert "unable to upgrade connection" in error.message, error.message
     time.sleep(0.5)
     assert _leftovers(ran.marker) == []
+
+
+def test_a_launcher_asked_to_stop_stops_its_ranks(flows_registration, tmp_path):
+    """The kubelet stops a pod with SIGTERM (Flyte aborting the task): the launcher ends, and so do horovodrun and the
+    ranks it started (they get SIGTERM when the launcher is gone)."""
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psutil
+
+    template = flows_registration.task(f"{FLOWS}.waits_to_be_stopped")
+    attempt, markers = Attempt(tmp_path / "attempt"), tmp_path / "markers"
+    attempt.write_inputs(template, {"marker_dir": str(markers)})
+    with ThreadPoolExecutor(1) as pool:
+        job = pool.submit(mpi_launcher, template, attempt, tmp_path, timeout=300)
+        deadline = time.monotonic() + 240
+        while len(list(markers.glob("rank-*.json"))) < 2:
+            assert not job.done(), job.result().output[-4000:]
+            assert time.monotonic() < deadline, "the 2 ranks did not start"
+            time.sleep(0.2)
+        (launcher,) = [p for p in psutil.process_iter(["cmdline"])
+                       if "flytekitplugins.horovod.cluster_launcher" in (p.info["cmdline"] or [])
+                       and str(attempt.output_prefix) in " ".join(p.info["cmdline"])]
+        launcher.send_signal(signal.SIGTERM)
+        ran = job.result()
+    assert ran.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM), ran.output[-4000:]  # by itself, or under tini
+    deadline = time.monotonic() + 30
+    while _leftovers(ran.marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _leftovers(ran.marker) == []

@@ -160,6 +160,18 @@ def rank_one_killed_gloo() -> float:
     return _rank_one_lost("kill")
 
 
+@task(task_config=MPIJob(worker=Worker(replicas=1), slots=2, horovod=Horovod(controller="gloo")))
+def waits_to_be_stopped(marker_dir: str) -> float:
+    """MPI route: every rank marks that it runs, then waits to be stopped, as when Flyte aborts the task."""
+    import time
+
+    os.makedirs(marker_dir, exist_ok=True)
+    with open(os.path.join(marker_dir, f"rank-{os.environ['HOROVOD_RANK']}.json"), "w") as f:
+        json.dump({"pid": os.getpid()}, f)
+    time.sleep(600)
+    return 0.0
+
+
 @task(task_config=SPARK_CONFIG)
 def spark_rank_fails(how: str) -> float:
     """Spark route: one rank is lost (``how="kill"``: Flyte may retry) or its body raises (``"raise"``: it may not)."""

@@ -25,7 +25,6 @@ import logging
 import os
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 from typing import Dict, List, Optional, Sequence
@@ -34,7 +33,8 @@ logger = logging.getLogger("flytekitplugins.horovod")
 
 # What a discovery script wrapper runs on the operator's script's output: ``host:N`` -> ``host:max(N, S)``; awk, not
 # Python, because Horovod runs the script every second for the whole job.
-_RAISE_DISCOVERED = "awk -F: -v s={slots} 'NF == 2 {{ n = $2 + 0; if (n < s) n = s; print $1 \":\" n; next }} {{ print }}'"
+_RAISE_DISCOVERED = ("awk -F: -v s={slots} "
+                     "'NF == 2 {{ n = $2 + 0; if (n < s) n = s; print $1 \":\" n; next }} {{ print }}'")
 
 
 _SSH_FAILED = 255  # ssh's exit status when the remote command ended without one (killed by a signal) or ssh failed
@@ -116,9 +116,10 @@ def launcher_failure(command: Sequence[str], env: Dict[str, str], output: str, c
     failures = job_failures(_option(command, "--raw-output-data-prefix", "pyflyte-execute"))
     named = mpirun_failed_rank(output)
     if named is None and (exited := horovod_launcher_exit(output)) is not None and exited[0].isdigit():
-        name, code, signal_number = exited
-        how = f"{describe_status(-signal_number)} (exit code {code})" if signal_number else describe_status(code)
-        if code == _SSH_FAILED:
+        name, rank_code, signal_number = exited
+        how = f"{describe_status(-signal_number)} (exit code {rank_code})" if signal_number \
+            else describe_status(rank_code)
+        if rank_code == _SSH_FAILED:
             how += " (horovodrun ran it over ssh, which exits 255 when the remote process is killed by a signal or " \
                    "the connection is lost)"
         named = int(name), f"rank {name} {how}, reported by horovodrun"
@@ -142,13 +143,10 @@ def write_task_error(command: Sequence[str], error: BaseException) -> None:
         _shims.write_error_document(ctx, error)
 
 
-class _Stopped(Exception):
-    """The launcher pod was asked to stop (SIGTERM from the kubelet)."""
-
-
 def run(command: Sequence[str], slots: int) -> int:
-    """Run the launcher ``command`` with ``slots`` per worker; own the task's error when it fails. Returns the exit
-    status for this process: 0 unless it was stopped or could not write the error."""
+    """Run the launcher ``command`` with ``slots`` per worker; own the task's error when it fails. Returns 0 (an error
+    writing ``error.pb`` is raised: the pod then fails, as it would without this launcher). The command gets SIGTERM
+    when this process ends (the kubelet stopping the pod), and stops its ranks."""
     from .processes import Processes
 
     if "pyflyte-execute" not in command:
@@ -156,11 +154,6 @@ def run(command: Sequence[str], slots: int) -> int:
     workdir = tempfile.mkdtemp(prefix="horovod-launcher-")
     env = dict(os.environ)
     processes = Processes()
-
-    def on_sigterm(signum, frame):
-        raise _Stopped()
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         command = with_slots(command, env, slots, workdir)
         processes.start(os.path.basename(command[0]), command, env, prefix=None, die_with_parent=True)
@@ -171,11 +164,7 @@ def run(command: Sequence[str], slots: int) -> int:
         logger.error("the launcher failed; the task's error: %s", error)
         write_task_error(command, error)
         return 0
-    except _Stopped:
-        processes.stop()
-        return 128 + signal.SIGTERM
     finally:
-        signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

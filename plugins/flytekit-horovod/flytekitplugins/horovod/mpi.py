@@ -16,7 +16,7 @@ from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from . import _shims, cluster_launcher
+from . import _shims
 from .failures import LauncherStopped, RankFailures, RankLostError, job_failures
 from .flyte_context import FlyteRankContext
 from .horovod_deck import add_horovod_deck
@@ -201,7 +201,9 @@ def cluster_command(config: Any, command: List[str]) -> List[str]:
             "command instead of the task's and never passes slots to the MPIJob for task type version 1, so each "
             "worker has 1 slot in the operator's hostfile; leave Launcher.command unset (the task's launcher raises "
             "the hostfile to the task's slots) or use slots=1")
-    return cluster_launcher.prefix(config.slots) + command
+    from .cluster_launcher import prefix  # not at import: ``python -m`` runs that module after this package loads
+
+    return prefix(config.slots) + command
 
 
 TaskPlugins.register_pythontask_plugin(MPIJob, HorovodMPIFunctionTask)
