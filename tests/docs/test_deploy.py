@@ -36,3 +36,16 @@ def test_spark_operator_watches_more_than_the_default_namespace_and_creates_the_
     spark = values("spark-operator-values.yaml")["spark"]
     assert spark["jobNamespaces"] != ["default"]  # the chart's default (2.0.0 to 2.5.2): Flyte's namespaces unseen
     assert spark["serviceAccount"]["name"] == "spark"  # Flyte's spark plugin: the execution's account, else "spark"
+
+
+def test_flyte_core_values_put_the_spark_defaults_where_the_chart_renders_them():
+    """flyte-core (v1.16.8, ``templates/propeller/configmap.yaml``) renders ``sparkoperator.plugin_config`` into
+    propeller's ``spark.yaml`` only with ``sparkoperator.enabled``; Spark defaults anywhere else are dropped."""
+    core = values("flyte-core-values.yaml")
+    plugins = core["configmap"]["enabled_plugins"]["tasks"]["task-plugins"]
+    chart_default = {"container", "sidecar", "k8s-array", "connector-service", "echo"}  # flyte-core values.yaml
+    assert chart_default | {"spark", "mpi"} <= set(plugins["enabled-plugins"])
+    assert plugins["default-for-task-types"] == {"spark": "spark", "mpi": "mpi"}
+    assert core["sparkoperator"]["enabled"] is True
+    assert core["sparkoperator"]["plugin_config"]["plugins"]["spark"]["spark-config-default"]
+    assert set(core) == {"configmap", "sparkoperator"}  # no Spark defaults under a key the chart ignores
