@@ -101,18 +101,20 @@ def test_a_failing_rank_is_reported_with_its_own_error(flows_registration, tmp_p
     assert _leftovers(ran.marker) == []
 
 
-@pytest.mark.parametrize("task", ["rank_one_killed_mpi", "rank_one_killed_gloo"])
-def test_a_killed_rank_is_the_task_error_the_launcher_writes(flows_registration, tmp_path, task):
+@pytest.mark.parametrize("task, fail_on_error", [("rank_one_killed_mpi", ""), ("rank_one_killed_gloo", ""),
+                                                 ("rank_one_killed_mpi", "true")])
+def test_a_killed_rank_is_the_task_error_the_launcher_writes(flows_registration, tmp_path, task, fail_on_error):
     """mpirun/horovodrun exit non-zero when a rank is killed, which on a cluster fails the MPIJob with only "Job failed"
-    (propeller reads error.pb only from a job that succeeded): the launcher writes the task's error and exits 0."""
+    (propeller reads error.pb only from a job that succeeded): the launcher writes the task's error and exits 0, or 1
+    with FLYTE_FAIL_ON_ERROR set, as pyflyte-execute does."""
     from flyteidl.core import errors_pb2
 
     template = flows_registration.task(f"{FLOWS}.{task}")
     attempt = Attempt(tmp_path / "attempt")
     attempt.write_inputs(template, {})
     started = time.time()
-    ran = mpi_launcher(template, attempt, tmp_path)
-    assert ran.returncode == 0, ran.output[-4000:]
+    ran = mpi_launcher(template, attempt, tmp_path, extra_env={"FLYTE_FAIL_ON_ERROR": fail_on_error})
+    assert ran.returncode == (1 if fail_on_error else 0), ran.output[-4000:]
     assert "outputs.pb" not in os.listdir(attempt.output_prefix)
     assert attempt.error_files() == ["error.pb"], ran.output[-4000:]
     error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error

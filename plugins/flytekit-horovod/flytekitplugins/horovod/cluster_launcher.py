@@ -17,7 +17,8 @@ It makes two promises true that a real cluster does not keep for a bare ``mpirun
   (``kfoperators/common/common_operator.go`` ``GetPhaseInfo``; ``flytepropeller/pkg/controller/nodes/task/k8s/
   plugin_manager.go``). So the launcher writes the task's ``error.pb`` itself (the rank the launcher names, with its
   host, and what the ranks recorded; see ``failures``) and exits 0, as ``pyflyte-execute`` does with an error it
-  caught. A launcher that succeeded is left alone: a rank that raised has written its error already.
+  caught (1 where ``FLYTE_FAIL_ON_ERROR`` is true, as there). A launcher that succeeded is left alone: a rank that
+  raised has written its error already.
 """
 
 import argparse
@@ -144,9 +145,13 @@ def write_task_error(command: Sequence[str], error: BaseException) -> None:
 
 
 def run(command: Sequence[str], slots: int) -> int:
-    """Run the launcher ``command`` with ``slots`` per worker; own the task's error when it fails. Returns 0 (an error
-    writing ``error.pb`` is raised: the pod then fails, as it would without this launcher). The command gets SIGTERM
-    when this process ends (the kubelet stopping the pod), and stops its ranks."""
+    """Run the launcher ``command`` with ``slots`` per worker; own the task's error when it fails. Returns 0, or 1
+    after writing ``error.pb`` where ``FLYTE_FAIL_ON_ERROR`` is true (an error writing it is raised: the pod then
+    fails, as it would without this launcher). The command gets SIGTERM when this process ends (the kubelet stopping
+    the pod), and stops its ranks."""
+    from flytekit.core.constants import FLYTE_FAIL_ON_ERROR
+    from flytekit.core.utils import str2bool
+
     from .processes import Processes
 
     if "pyflyte-execute" not in command:
@@ -163,7 +168,7 @@ def run(command: Sequence[str], slots: int) -> int:
         error = launcher_failure(command, env, processes.finished_output(0), failed[1])
         logger.error("the launcher failed; the task's error: %s", error)
         write_task_error(command, error)
-        return 0
+        return 1 if str2bool(os.getenv(FLYTE_FAIL_ON_ERROR)) else 0
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
