@@ -43,7 +43,7 @@ _SSH_FAILED = 255  # ssh's exit status when the remote command ended without one
 
 def prefix(slots: int) -> List[str]:
     """The launcher command's first words: this module, with the task's slots per worker."""
-    return ["python", "-m", __name__, "--slots", str(slots), "--"]
+    return ["python", "-m", __spec__.name, "--slots", str(slots), "--"]
 
 
 def raise_hostfile_slots(text: str, slots: int) -> str:
@@ -174,7 +174,7 @@ def run(command: Sequence[str], slots: int) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--slots", type=int, required=True, help="ranks per worker pod (the task's slots)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the launcher command")
     args = parser.parse_args(argv)
