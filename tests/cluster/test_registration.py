@@ -166,13 +166,16 @@ ROSSMANN_RANKS = 2  # the design's default: 2 Horovod ranks in both training tas
 def _rossmann_design():
     from workflows import rossmann as r
 
-    controller = r.train_mpi.task_config.horovod.controller
+    def mpi_route(task) -> c.MpiRoute:
+        controller = task.task_config.horovod.controller
+        return c.MpiRoute(workers=ROSSMANN_RANKS, slots=1, launcher="mpirun" if controller == "mpi" else "horovodrun")
+
     return {
         "get_data": c.Python(),
         "prepare": c.SparkRoute(spark_conf=dict(r.prepare.task_config.spark_conf)),
         "train": c.SparkRoute(spark_conf=dict(r.train.task_config.spark_conf), ranks=ROSSMANN_RANKS),
-        "train_mpi": c.MpiRoute(workers=ROSSMANN_RANKS, slots=1,
-                                launcher="mpirun" if controller == "mpi" else "horovodrun"),
+        "train_mpi": mpi_route(r.train_mpi),
+        "train_torch": mpi_route(r.train_torch),  # the PyTorch model, on the MPI route
         "predict": c.Python(),
     }
 
