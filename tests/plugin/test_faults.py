@@ -118,3 +118,24 @@ def test_a_frozen_rank_is_named_as_lost_after_the_lost_rank_timeout(route):
     assert ran.seconds < 90, f"took {ran.seconds:.0f} s"
     time.sleep(1)
     assert _leftovers(ran.marker) == [], "the frozen rank (or another process of the run) was left behind"
+
+
+@pytest.mark.parametrize("what, error, named", [
+    ("result", "RankFailedError", r"rank 0's result \(socket\.socket\) cannot be pickled"),
+    ("kwarg", "HorovodConfigError", r"argument 'unused' \(socket\.socket\) cannot be pickled"),
+])
+def test_a_value_that_cannot_be_pickled_is_a_user_error(what, error, named):
+    """A result or argument that cannot be pickled is the user's error, named with its type: never a lost rank
+    (which Flyte would retry to the same end)."""
+    ran = run_command([sys.executable, "tests/plugin/flows/unpicklable.py", what], timeout=120)
+    reported = _reported(ran.output)
+    assert reported.startswith(f"ERROR {error}\n"), ran.output[-4000:]
+    assert re.search(named, reported) and "it must be picklable" in reported, reported[:2000]
+
+
+def test_an_mpijob_result_that_cannot_be_pickled_is_a_user_error(pyflyte_run):
+    ran = pyflyte_run(str(ROOT / "tests/plugin/flows/unpicklable_flows.py"), "socket_wf", timeout=120)
+    assert ran.returncode != 0
+    output = " ".join(ran.output.split())  # rich wraps lines
+    assert "RankFailedError" in output and "RankLostError" not in output, ran.output[-4000:]
+    assert "rank 0's result (socket.socket) cannot be pickled" in output, ran.output[-4000:]

@@ -19,7 +19,7 @@ from .failures import LOST, RankFailures, this_host
 from .flyte_context import FlyteRankContext
 from .liveness import Liveness, LostRank
 from .processes import die_with_launcher
-from .settings import SETTINGS_ENV, Horovod
+from .settings import SETTINGS_ENV, Horovod, HorovodConfigError
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -64,7 +64,11 @@ class RankJob:
     @classmethod
     def of(cls, fn: Callable, kwargs: Optional[Dict[str, Any]], failure_dir: str, settings: Horovod,
            **options: Any) -> "RankJob":
-        return cls(cloudpickle.dumps(fn), dict(kwargs or {}), failure_dir, settings, **options)
+        """The job of ``fn(**kwargs)``; ``HorovodConfigError`` if ``fn`` or a kwarg cannot be pickled to the ranks."""
+        kwargs = dict(kwargs or {})
+        for name, value in kwargs.items():
+            pickled(value, f"argument {name!r}", HorovodConfigError)
+        return cls(pickled(fn, "the function", HorovodConfigError), kwargs, failure_dir, settings, **options)
 
 
 @dataclass
@@ -155,15 +159,26 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
                 value = fn(**job.kwargs)
                 decks = list(ctx.user_space_params.decks)
         rank = current_rank(job.settings, rank)
-        if rank == 0:
-            return RankResult(value, decks)
-        return RankResult(value) if job.all_ranks else None
+        if rank != 0 and not job.all_ranks:
+            return None
+        pickled(value, f"rank {rank}'s result", TypeError)  # a user error, recorded as raised: never a lost rank
+        return RankResult(value, decks if rank == 0 else [])
     except BaseException as exc:  # report, then let the launcher see the failure
         failures.record_exception(rank, exc)
         raise
     finally:
         if liveness is not None:
             liveness.stop()
+
+
+def pickled(value: Any, what: str, error: type) -> bytes:
+    """``value`` pickled (cloudpickle), or ``error`` naming ``what`` and the value's type: it must be picklable."""
+    try:
+        return cloudpickle.dumps(value)
+    except Exception as exc:
+        kind = f"{type(value).__module__}.{type(value).__qualname__}"
+        raise error(f"{what} ({kind}) cannot be pickled: {type(exc).__name__}: {exc}; it must be picklable to pass "
+                    f"between the task and its Horovod ranks") from None
 
 
 def import_path(fn: Callable) -> str:
