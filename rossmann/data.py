@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from rossmann.dates import date_range
 from rossmann.schema import STORE, STORE_STATES, TABLES, TEST, TRAIN, Column, Table
 
 log = logging.getLogger(__name__)
@@ -64,13 +65,14 @@ def load(spark: SparkSession, data_dir: str) -> RawData:
 
     Raises RossmannDataError for a missing file, bytes that are not UTF-8 text, a missing or misspelt
     column, an empty table, an unparsable or missing value, a value outside its allowed set or bounds (e.g. negative sales), a
-    duplicated key (e.g. Store and Date in train.csv), or train/test stores absent from store.csv or
-    store_states.csv.
+    duplicated key (e.g. Store and Date in train.csv), test dates not after the training data's last date, or
+    train/test stores absent from store.csv or store_states.csv.
     """
     data_dir = os.path.abspath(data_dir)
     paths = {t.name: os.path.join(data_dir, t.file) for t in TABLES}
     for table in TABLES:  # all cheap file and header checks first
         _check_header(table, paths[table.name])
+    _check_test_after_train(paths[TRAIN.name], paths[TEST.name])
     frames: dict[str, DataFrame] = {}
     cached: list[DataFrame] = []
     try:
@@ -85,6 +87,15 @@ def load(spark: SparkSession, data_dir: str) -> RawData:
         raise
     log.info("loaded and checked %s", data_dir)
     return raw
+
+
+def _check_test_after_train(train_path: str, test_path: str) -> None:
+    """Every test date must come after the training data's last date (the model forecasts forward)."""
+    train, test = date_range(train_path), date_range(test_path)
+    if train and test and test[0] <= train[1]:
+        raise RossmannDataError(test_path, "Date", f"dates overlap or precede the training data: first overlapping "
+                                                   f"date {test[0]}, training data's last date {train[1]} (in "
+                                                   f"{train_path}); every test date must come after it")
 
 
 def _read_header(path: str) -> list[str]:

@@ -53,6 +53,19 @@ def test_misspelt_column_suggests_the_close_name(spark, data_dir):
     assert "missing column" in str(err.value) and "'CompetitionDistnace': misspelt?" in str(err.value)
 
 
+def test_test_dates_inside_the_training_period_fail_before_spark(data_dir):
+    """test.csv shifted 20 days back overlaps train.csv's last days: named with both dates, with no Spark session
+    at all (the check runs before any Spark work)."""
+    def shift(frame: pd.DataFrame) -> None:
+        frame["Date"] = (pd.to_datetime(frame["Date"]) - pd.Timedelta(days=20)).dt.strftime("%Y-%m-%d")
+
+    path = _edit(data_dir, "test.csv", shift)
+    with pytest.raises(RossmannDataError) as err:
+        load(None, data_dir)  # type: ignore[arg-type]
+    assert (err.value.path, err.value.column) == (path, "Date")
+    assert "first overlapping date 2015-07-12, training data's last date 2015-07-31" in str(err.value)
+
+
 def test_empty_train(spark, data_dir):
     path = _edit(data_dir, "train.csv", lambda f: f.drop(f.index, inplace=True))
     with pytest.raises(RossmannDataError, match="empty table") as err:
