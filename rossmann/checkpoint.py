@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from rossmann.train_state import CURRENT, TrainState, copy_checkpoint, read_state, replace_current
+from rossmann.train_state import CURRENT, TrainState, copy_checkpoint, read_state, reading, replace_current, resume
 
-__all__ = ["CURRENT", "EpochCheckpoint", "KeepBest", "TrainState", "copy_checkpoint", "read_state", "restore"]
+__all__ = ["CURRENT", "EpochCheckpoint", "KeepBest", "TrainState", "copy_checkpoint", "read_checkpoint", "read_state",
+           "restore", "resume"]
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +76,18 @@ class EpochCheckpoint(tf.keras.callbacks.Callback):
             self.saved(self.directory)  # e.g. upload it to the task's Flyte checkpoint
 
 
-def restore(model: tf.keras.Model, directory: str | os.PathLike) -> list[np.ndarray]:
-    """Load the last epoch's model and optimizer state into model; return the best epoch's weights."""
-    current = Path(directory) / CURRENT
-    model.load_weights(str(current / "last")).expect_partial()  # an uncompiled model has no optimizer to restore
-    with np.load(current / "best.npz") as best:
+def read_checkpoint(current: Path) -> list[np.ndarray]:
+    """Read the files of the checkpoint folder ``current`` whole, loading nothing into a model (CheckpointError naming
+    one that cannot be read; see ``train_state.resume``); return the best epoch's weights."""
+    with reading(current / "last.index"):
+        reader = tf.train.load_checkpoint(str(current / "last"))
+    with reading(next(current.glob("last.data-*"), current / "last.data")):
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    with reading(current / "best.npz"), np.load(current / "best.npz") as best:
         return [best[f"arr_{i}"] for i in range(len(best.files))]
+
+
+def restore(model: tf.keras.Model, directory: str | os.PathLike) -> None:
+    """Load the last epoch's model and optimizer state into model (a checkpoint ``read_checkpoint`` read whole)."""
+    model.load_weights(str(Path(directory) / CURRENT / "last")).expect_partial()  # uncompiled: no optimizer to restore

@@ -27,7 +27,7 @@ from rossmann.model_dir import History, write_history_and_metrics
 from rossmann.prepared import continuous_stats, count_rows, feature_cols, load_metadata, read_split
 from rossmann.torch_model import (EPSILON, build_torch_model, calibrate_for_rmspe, fill_untrained_embeddings,
                                   predict_log_sales, save_torchscript, torch_inputs)
-from rossmann.train_state import CURRENT, TrainState, read_state, replace_current
+from rossmann.train_state import TrainState, reading, replace_current, resume
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +57,13 @@ def _save_checkpoint(directory: Path, state: TrainState, model: torch.nn.Module,
     replace_current(directory, state, write_files)
 
 
-def _restore_checkpoint(directory: Path, model: torch.nn.Module,
-                        optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
-    """Load the last epoch's model and optimizer state; return the best epoch's weights."""
-    current = directory / CURRENT
-    last = torch.load(current / "last.pt", weights_only=True)
-    model.load_state_dict(last["model"])
-    optimizer.load_state_dict(last["optimizer"])
-    return torch.load(current / "best.pt", weights_only=True)
+def _read_checkpoint(current: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The files of the checkpoint folder ``current``, read whole (CheckpointError naming one that cannot be read):
+    last.pt's model and optimizer state, best.pt's weights."""
+    with reading(current / "last.pt"):
+        last = torch.load(current / "last.pt", weights_only=True)
+    with reading(current / "best.pt"):
+        return last, torch.load(current / "best.pt", weights_only=True)
 
 
 def train_rank_torch(  # the knobs of rossmann.train.train_rank, its Keras twin, where they mean the same
@@ -112,13 +111,16 @@ def train_rank_torch(  # the knobs of rossmann.train.train_rank, its Keras twin,
     optimizer = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=learning_rate * size, eps=EPSILON),
                                          named_parameters=model.named_parameters(),
                                          compression=compression or hvd.Compression.none)
-    state = read_state(checkpoint_dir) if checkpoint_dir is not None and rank == 0 else None
+    # rank 0 decides whether the checkpoint is usable, every rank follows: a fresh start when it is not
+    resumed = resume(checkpoint_dir, _read_checkpoint) if rank == 0 else None
     # named: horovod.torch names a broadcast after the object's type by default (TrainState on rank 0, NoneType on the
     # others), and differently named collectives never meet
-    state = hvd.broadcast_object(state, root_rank=0, name="train_state") or TrainState()
+    state = hvd.broadcast_object(resumed and resumed[0], root_rank=0, name="train_state") or TrainState()
     best = copy.deepcopy(model.state_dict())
-    if state.epochs_done and rank == 0:
-        best = _restore_checkpoint(Path(checkpoint_dir), model, optimizer)
+    if resumed:
+        (last, best) = resumed[1]
+        model.load_state_dict(last["model"])
+        optimizer.load_state_dict(last["optimizer"])
         log.info("rank 0: resuming after epoch %d of %d", state.epochs_done, epochs)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)

@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, copy_checkpoint, read_state, restore
+from rossmann.checkpoint import (EpochCheckpoint, KeepBest, TrainState, copy_checkpoint, read_checkpoint, restore,
+                                 resume)
 from rossmann.hyperparameters import BATCH_SIZE, DROPOUT, EPOCHS, HIDDEN, LEARNING_RATE
 from rossmann.metrics import rmspe
 from rossmann.model import (CUSTOM_OBJECTS, LOSS, build_model, calibrate_for_rmspe, compile_model, exp_rmspe,
@@ -202,13 +203,13 @@ def fit_estimator(
     features, label = feature_cols(metadata), metadata["label_col"]
     ranks = backend.num_processes()
     model = build_model(metadata, continuous_stats(prepared, metadata), hidden, dropout, embedding_width)
-    state = (read_state(resume_dir) if resume_dir is not None else None) or TrainState()
+    state, best_weights = resume(resume_dir, read_checkpoint) or (TrainState(), None)
     done = min(state.epochs_done, epochs)
-    optimizer, best_weights = make_optimizer(learning_rate), None
+    optimizer = make_optimizer(learning_rate)
     if done:  # the weights and the optimizer's state (the Estimator keeps the variables of a built optimizer)
         compile_model(model, optimizer)
         optimizer.build(model.trainable_variables)
-        best_weights = restore(model, resume_dir)
+        restore(model, resume_dir)
         optimizer.learning_rate.assign(learning_rate)  # the saved one is already rank-scaled and decayed
         log.info("resuming after epoch %d of %d (optimizer step %d)", done, epochs, int(optimizer.iterations))
         print(f"resuming after epoch {done} of {epochs}", flush=True)
@@ -317,12 +318,14 @@ def train_rank(
     )
     compile_model(model, optimizer)
 
-    state = read_state(checkpoint_dir) if checkpoint_dir is not None and rank == 0 else None
-    state = hvd_tf.broadcast_object(state, root_rank=0) or TrainState()
+    # rank 0 decides whether the checkpoint is usable, every rank follows: a fresh start when it is not
+    resumed = resume(checkpoint_dir, read_checkpoint) if rank == 0 else None
+    state = hvd_tf.broadcast_object(resumed and resumed[0], root_rank=0) or TrainState()
     best_weights = None
     if state.epochs_done:
         if rank == 0:
-            best_weights = restore(model, checkpoint_dir)
+            best_weights = resumed[1]
+            restore(model, checkpoint_dir)
         hvd_tf.broadcast_variables(model.variables, root_rank=0)
         log.info("rank %d: resuming after epoch %d of %d", rank, state.epochs_done, epochs)
     keep_best = KeepBest(MONITOR, state, best_weights)

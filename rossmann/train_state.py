@@ -3,24 +3,33 @@ epoch, and copying it to a task's Flyte checkpoint. ``rossmann.checkpoint`` (Ker
 (PyTorch) write their own weight files into it.
 
 Layout under a checkpoint directory: ``current/`` holding ``state.json`` (TrainState) and the framework's files. A
-crash mid-write leaves the previous epoch's ``current/``.
+process killed mid-write leaves the previous epoch's ``current/`` or, between the two renames, none (the next run
+starts afresh): never a half-written one. A checkpoint that cannot be read all the same (a file truncated or damaged
+elsewhere) is skipped by ``resume`` with a warning.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 
 CURRENT = "current"
 STATE = "state.json"
+T = TypeVar("T")
+
+
+class CheckpointError(Exception):
+    """A checkpoint file that cannot be read: names the file and the problem."""
 
 
 @dataclass
@@ -33,10 +42,40 @@ class TrainState:
     best_epoch: int = -1
 
 
+@contextlib.contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Turn any error raised while reading the checkpoint file ``path`` into a CheckpointError naming it."""
+    try:
+        yield
+    except Exception as exc:
+        raise CheckpointError(f"{path}: {type(exc).__name__}: {exc}") from exc
+
+
 def read_state(directory: str | os.PathLike) -> TrainState | None:
-    """The state of the checkpoint in directory, or None if there is none."""
+    """The state of the checkpoint in directory, or None if there is none; CheckpointError if it cannot be read."""
     path = Path(directory) / CURRENT / STATE
-    return TrainState(**json.loads(path.read_text())) if path.is_file() else None
+    if not path.is_file():
+        return None
+    with reading(path):
+        state = TrainState(**json.loads(path.read_text()))
+        if not isinstance(state.epochs_done, int) or state.epochs_done < 0:
+            raise ValueError(f"epochs_done={state.epochs_done!r}: must be a whole number >= 0")
+        return state
+
+
+def resume(directory: str | os.PathLike | None, read: Callable[[Path], T]) -> tuple[TrainState, T] | None:
+    """The checkpoint in ``directory`` to go on from: its state and ``read(its current/ folder)``, which reads the
+    framework's files whole (raising CheckpointError for one it cannot read) before anything is loaded into a model.
+    None if there is none or it cannot be read: then a warning names the checkpoint, the file and the problem, and
+    training starts afresh. The one place that decides whether a checkpoint is usable, for every framework."""
+    if directory is None:
+        return None
+    try:
+        state = read_state(directory)
+        return (state, read(Path(directory) / CURRENT)) if state is not None and state.epochs_done else None
+    except CheckpointError as exc:
+        log.warning("the checkpoint %s cannot be read (%s); training starts afresh", Path(directory) / CURRENT, exc)
+        return None
 
 
 def replace_current(directory: str | os.PathLike, state: TrainState, write_files: Callable[[Path], None]) -> Path:
@@ -62,7 +101,11 @@ def copy_checkpoint(directory: str | os.PathLike, url: str) -> None:
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(url)
-    target = f"{root.rstrip('/')}/{CURRENT}"
+    source, target = Path(directory) / CURRENT, f"{root.rstrip('/')}/{CURRENT}"
     if fs.exists(target):
         fs.rm(target, recursive=True)
-    fs.put(str(Path(directory) / CURRENT), target, recursive=True)
+    fs.makedirs(target, exist_ok=True)
+    # file by file (the frameworks write plain files), state.json last: a copy cut short has none, so read_state
+    # finds no checkpoint there rather than a half-written one
+    for path in sorted(source.iterdir(), key=lambda p: p.name == STATE):
+        fs.put_file(str(path), f"{target}/{path.name}")

@@ -6,6 +6,10 @@ model can learn them quickly.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +108,22 @@ def make_prepared(out_dir: Path, stores: int = 20, train_days: int = 240, seed: 
     }
     (out_dir / "metadata.json").write_text(json.dumps(metadata, indent=1))
     return out_dir
+
+
+# (file glob under current/, how it is broken, the problem the warning names), for both frameworks' checkpoints
+BROKEN_STATE = ("state.json", "garbled", "JSONDecodeError")
+
+
+def check_broken_checkpoint_is_skipped(checkpoint: Path, to: Path, file: str, how: str, problem: str,
+                                       resume: Callable[[Path], object], caplog) -> None:
+    """Break a copy of ``checkpoint`` (its ``current/<file>`` cut to half, or garbled); ``resume(copy)`` must give
+    None and a warning naming the checkpoint, the file and the problem."""
+    shutil.copytree(checkpoint, to)
+    path = next((to / "current").glob(file))
+    if how == "truncated":
+        os.truncate(path, path.stat().st_size // 2)
+    else:
+        path.write_text('{"epochs_done": 2,')
+    with caplog.at_level(logging.WARNING, logger="rossmann.train_state"):
+        assert resume(to) is None
+    assert f"the checkpoint {to / 'current'} cannot be read ({path}: {problem}" in caplog.text, caplog.text

@@ -1,17 +1,20 @@
 """The PyTorch model and its training on 2 real Horovod ranks (Gloo, ``horovod.torch``), checkpoints and resume."""
 import json
 import math
+import os
+import shutil
 
 import numpy as np
 import pytest
 import torch
 
-from _fixtures import make_prepared
+from _fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped, make_prepared
 from rossmann.metrics import rmspe, rmspe_scale
 from rossmann.predict import load_model, predict_log_sales
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, read_split
 from rossmann.torch_model import build_torch_model, calibrate_for_rmspe, fill_untrained_embeddings
-from rossmann.train_state import read_state
+from rossmann.torch_train import _read_checkpoint
+from rossmann.train_state import read_state, resume
 
 SMALL = dict(hidden=(64, 32), dropout=0.1, batch_size=64, learning_rate=3e-3)
 
@@ -113,3 +116,23 @@ def test_a_restarted_run_goes_on_after_the_checkpoints_last_epoch(prepared, two_
     # epochs 3-4 ran on the 4-epoch half cosine, from the restored weights: no jump back to a fresh start
     assert history["lr"][2:] == pytest.approx([3e-3 * 2 * 0.5 * (1 + math.cos(math.pi * e / 4)) for e in (2, 3)])
     assert history["loss"][2] < first["loss"][0]
+
+
+@pytest.mark.parametrize("file, how, problem", [("last.pt", "truncated", "RuntimeError"),
+                                                ("best.pt", "truncated", "OSError"), BROKEN_STATE])
+def test_a_checkpoint_that_cannot_be_read_is_skipped_with_a_warning(two_rank_run, tmp_path, caplog, file, how,
+                                                                    problem):
+    check_broken_checkpoint_is_skipped(two_rank_run[0] / "checkpoint", tmp_path / "checkpoint", file, how, problem,
+                                       lambda folder: resume(folder, _read_checkpoint), caplog)
+
+
+def test_a_run_over_a_broken_checkpoint_starts_afresh_on_every_rank(prepared, two_rank_run, tmp_path):
+    """best.pt cut to half: rank 0 finds the checkpoint unusable, every rank starts from epoch 1 (no rank waits in a
+    collective the others skip) and writes a new checkpoint."""
+    work, (first, _) = two_rank_run
+    shutil.copytree(work / "checkpoint", tmp_path / "checkpoint")
+    best = tmp_path / "checkpoint" / "current" / "best.pt"
+    os.truncate(best, best.stat().st_size // 2)
+    history0, history1 = run_two_ranks(prepared, tmp_path / "trained", epochs=1, checkpoint_dir=tmp_path / "checkpoint")
+    assert history0 == history1 and len(history0["loss"]) == 1  # trained afresh: one epoch, not the checkpoint's
+    assert read_state(tmp_path / "checkpoint").epochs_done == 1

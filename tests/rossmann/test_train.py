@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from _fixtures import make_prepared
-from rossmann.checkpoint import read_state
+from _fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped, make_prepared
+from rossmann.checkpoint import read_checkpoint, read_state, resume
 from rossmann.metrics import rmspe
 from rossmann.model import build_model
 from rossmann.predict import load_model, predict_log_sales
@@ -142,6 +142,15 @@ def test_train_rank_resumes_from_its_checkpoint(prepared, two_rank_run, tmp_path
     best = rmspe(np.exp(val["Sales_log"]), np.exp(predict_log_sales(epoch_model, val, metadata)))
     assert best == pytest.approx(metrics["best_val_exp_rmspe"], rel=0.05)
     assert metrics["backtest_rmspe"] <= 1.01 * best  # calibrated on training rows, no worse on the backtest
+
+
+@pytest.mark.parametrize("file, how, problem", [("last.data-*", "truncated", "IndexError"),
+                                                ("last.index", "truncated", ""),
+                                                ("best.npz", "truncated", "BadZipFile"), BROKEN_STATE])
+def test_a_checkpoint_that_cannot_be_read_is_skipped_with_a_warning(two_rank_run, tmp_path, caplog, file, how,
+                                                                    problem):
+    check_broken_checkpoint_is_skipped(two_rank_run[0] / "checkpoint", tmp_path / "checkpoint", file, how, problem,
+                                       lambda folder: resume(folder, read_checkpoint), caplog)
 
 
 def test_fit_estimator_on_spark(spark, prepared, tmp_path, untrained_rmspe):
