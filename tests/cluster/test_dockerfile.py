@@ -167,7 +167,10 @@ def test_this_environment_is_exactly_the_pins_so_the_image_gets_the_same():
     image installs through the same constraints, so any package resolved differently there would be an unpinned one,
     and there is none."""
     pinned = pins()
-    installed = {_norm(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    # setuptools >= 71 puts its own vendored packages' folder on sys.path once something imports it; they come with
+    # the pinned setuptools, not from pip
+    installed = {_norm(d.metadata["Name"]): d.version for d in metadata.distributions()
+                 if Path(str(d.locate_file(""))).parts[-2:] != ("setuptools", "_vendor")}
     for own in ("flytekitplugins-horovod", "rossmann-horovod-flyte"):  # the plugin and this project, editable
         installed.pop(own)
     unpinned = sorted(set(installed) - set(pinned))

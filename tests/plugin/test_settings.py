@@ -147,7 +147,8 @@ def test_a_timeline_in_a_missing_folder_is_refused_before_ranks_start(tmp_path):
 
 
 def test_a_framework_horovod_was_not_built_with_is_named():
-    with pytest.raises(HorovodConfigError, match=r"framework='mxnet'\): horovod.mxnet cannot be imported"):
+    with pytest.raises(HorovodConfigError, match=r"framework='mxnet'\): MXNet \(the 'mxnet' package\) is not installed; "
+                                                 r"this build serves: tensorflow, keras, pytorch\. .*HOROVOD_WITH_MXNET=1"):
         Horovod(framework="mxnet").init_horovod()
     assert Horovod(framework=None).init_horovod() is None  # the body initialises Horovod itself
 
