@@ -149,11 +149,17 @@ def record_failure(folder: str, rank: int, kind: str, text: str, replace: bool =
     path = f"{root}/rank-{rank}.json"
     if not replace and fs.exists(path):
         return
-    fs.makedirs(root, exist_ok=True)
     tmp = f"{root}/.tmp-rank-{rank}-{os.getpid()}"
     # a plain dict: a dataclass pickled by value into a Spark task loses its fields (asdict gives {})
     record = {"rank": rank, "host": host or this_host(), "time": time.time(), "kind": kind, "text": text}
-    fs.pipe_file(tmp, json.dumps(record).encode())
+    for attempt in range(3):
+        fs.makedirs(root, exist_ok=True)
+        try:
+            fs.pipe_file(tmp, json.dumps(record).encode())
+            break
+        except FileNotFoundError:  # rank 0's liveness thread removed the folder while it was empty (_unpublish)
+            if attempt == 2:
+                raise
     fs.mv(tmp, path)
 
 
