@@ -100,11 +100,38 @@ def test_horovodrun_accepts_the_flags():
     assert args.hierarchical_allreduce and args.hierarchical_allgather and args.cache_capacity == 16
 
 
+@pytest.mark.parametrize("settings", [
+    Horovod(),
+    Horovod(fusion_threshold_mb=0, cache_capacity=0, hierarchical_allreduce=True),
+    Horovod(fusion_threshold_mb=8.0, cycle_time_ms=1.5, autotune=True, autotune_log_file="a.csv", log_level="info",
+            timeline_filename="t.json", timeline_mark_cycles=True, hierarchical_allgather=True, cache_capacity=16,
+            start_timeout=90),
+], ids=["defaults", "zeros", "every-knob"])
+def test_env_is_what_horovodrun_itself_makes_of_the_flags(settings, monkeypatch):
+    """Horovod.env() (what the local launcher and Spark give each rank, and mpirun's -x pairs) equals what
+    horovodrun (the cluster launcher's command) makes of Horovod.horovodrun_args() with its own parser and
+    config_parser.set_env_from_args: one meaning per setting on every route."""
+    from horovod.runner.common.util import config_parser
+    from horovod.runner.launch import parse_args
+
+    monkeypatch.delenv("HOROVOD_START_TIMEOUT", raising=False)  # else it is horovodrun's default for the flag
+    monkeypatch.setattr("sys.argv", ["horovodrun", "-np", "2", *settings.horovodrun_args(), "python", "x.py"])
+    args, theirs = parse_args(), {}
+    config_parser.set_env_from_args(theirs, args)
+    ours = settings.env()
+    mpirun = settings.mpirun_args()
+    assert {f"{name}={value}" for name, value in ours.items()} == {
+        mpirun[i + 1] for i, flag in enumerate(mpirun) if flag == "-x"}  # mpirun exports exactly these
+    assert int(ours.pop("HOROVOD_START_TIMEOUT")) == args.start_timeout == settings.start_timeout
+    assert ours == theirs
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"controller": "nccl"}, "controller='nccl' is not one of gloo, mpi"),
         ({"fusion_threshold_mb": -1}, "fusion_threshold_mb=-1 must not be negative"),
+        ({"fusion_threshold_mb": 0.5}, "fusion_threshold_mb=0.5 must be a whole number of MB"),
         ({"cache_capacity": -5}, "cache_capacity=-5 must not be negative"),
         ({"cycle_time_ms": 0}, "cycle_time_ms=0 must be positive"),
         ({"start_timeout": 0}, "start_timeout=0 must be positive"),
@@ -127,7 +154,7 @@ def test_invalid_settings_fail_when_built(kwargs, message):
 
 
 def test_settings_round_trip_through_json():
-    s = Horovod(controller="mpi", fusion_threshold_mb=1.5, fp16_compression=True)
+    s = Horovod(controller="mpi", fusion_threshold_mb=2.0, fp16_compression=True)
     assert Horovod.from_json(s.to_json()) == s
 
 

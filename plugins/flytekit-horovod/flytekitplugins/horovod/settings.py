@@ -39,7 +39,7 @@ def _on(value: bool) -> str:
 # One table for every setting; Horovod.env(), .horovodrun_args() and .mpirun_args() all read it.
 _KNOBS: Dict[str, _Knob] = {
     "fusion_threshold_mb": _Knob(
-        "HOROVOD_FUSION_THRESHOLD", "--fusion-threshold-mb", lambda mb: str(int(mb * 1024 * 1024)), lambda mb: f"{mb:g}"
+        "HOROVOD_FUSION_THRESHOLD", "--fusion-threshold-mb", lambda mb: str(int(mb) * 1024 * 1024), lambda mb: str(int(mb))
     ),
     "cycle_time_ms": _Knob("HOROVOD_CYCLE_TIME", "--cycle-time-ms", lambda ms: f"{ms:g}", lambda ms: f"{ms:g}"),
     "cache_capacity": _Knob("HOROVOD_CACHE_CAPACITY", "--cache-capacity"),
@@ -62,7 +62,8 @@ class Horovod:
         framework: the Horovod module each rank initialises before the body runs: "tensorflow" (default),
             "keras" (standalone Keras 2), "pytorch" or "mxnet" (Horovod must be built with it); None leaves
             ``hvd.init()`` to the body.
-        fusion_threshold_mb: tensor fusion buffer size in MB (Horovod's default is 128 MB; 0 disables fusion).
+        fusion_threshold_mb: tensor fusion buffer size in whole MB, as horovodrun's ``--fusion-threshold-mb`` takes
+            it (Horovod's default is 128 MB; 0 disables fusion).
         cycle_time_ms: how long the background thread waits between fusion cycles.
         cache_capacity: response cache size (0 disables it).
         autotune: let Horovod tune fusion threshold and cycle time while training.
@@ -117,6 +118,9 @@ class Horovod:
             value = getattr(self, name)
             if value is not None and value < 0:
                 problems.append(f"{name}={value} must not be negative (0 disables it)")
+        if self.fusion_threshold_mb is not None and self.fusion_threshold_mb != int(self.fusion_threshold_mb):
+            problems.append(f"fusion_threshold_mb={self.fusion_threshold_mb} must be a whole number of MB "
+                            "(horovodrun's --fusion-threshold-mb is an integer)")
         if self.cycle_time_ms is not None and self.cycle_time_ms <= 0:
             problems.append(f"cycle_time_ms={self.cycle_time_ms} must be positive")
         if self.start_timeout <= 0:
