@@ -70,3 +70,20 @@ def test_the_error_document_helpers_of_pyflyte_execute_are_still_there():
         assert fn is not None, f"flytekit {flytekit.__version__}: entrypoint.{name} is gone; update _shims"
         assert list(inspect.signature(fn).parameters) == params, f"entrypoint.{name} changed its parameters"
     assert entrypoint._build_error_file_name() == "error.pb"
+
+
+def test_what_the_interrupt_handling_relies_on_is_still_there():
+    """``interrupt``: pyspark's active context, Horovod's Gloo launcher taking SIGINT over through
+    ``register_shutdown_event``, and every Spark task's ``execute`` wrapped once this package is imported."""
+    import inspect
+
+    from flytekitplugins.spark.task import PysparkFunctionTask
+    from horovod.runner import gloo_run
+    from pyspark import SparkContext
+
+    import flytekitplugins.horovod  # noqa: F401  (wraps PysparkFunctionTask.execute)
+
+    assert hasattr(SparkContext, "_active_spark_context"), f"pyspark {pyspark.__version__} renamed it"
+    assert "register_shutdown_event()" in inspect.getsource(gloo_run.launch_gloo), \
+        "Horovod's launch_gloo no longer calls register_shutdown_event: update interrupt._seen_through_horovods_handler"
+    assert getattr(PysparkFunctionTask.execute, "stops_spark_on_interrupt", False)

@@ -116,3 +116,20 @@ def sleeps(seconds: int) -> int:
 @workflow
 def sleeping_wf(seconds: int = 120) -> int:
     return sleeps(seconds=seconds)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
+def sleeps_mpirun(seconds: int) -> int:
+    """As ``sleeps``, with ranks started by mpirun."""
+    import time
+
+    import horovod.tensorflow as hvd
+
+    print(f"rank {hvd.rank()} is sleeping", flush=True)
+    time.sleep(seconds)
+    return hvd.rank()
+
+
+@workflow
+def mpirun_sleeping_wf(seconds: int = 120) -> int:
+    return sleeps_mpirun(seconds=seconds)

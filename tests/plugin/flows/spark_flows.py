@@ -148,3 +148,32 @@ def spark_sleeps(seconds: int) -> int:
 @workflow
 def spark_sleeping_wf(seconds: int = 120) -> int:
     return spark_sleeps(seconds=seconds)
+
+
+@task(task_config=Spark(spark_conf={"spark.master": "local[2]"}))
+def plain_spark_sleeps(seconds: int) -> int:
+    """A plain Spark task (like the Rossmann ``prepare``): a Spark job whose 2 tasks sleep."""
+
+    def slow_row(row: int) -> int:  # defined here: Spark's workers cannot import this file by name
+        import time
+
+        print(f"spark task {row} is sleeping", flush=True)
+        time.sleep(seconds)
+        return row
+
+    return flytekit.current_context().spark_session.sparkContext.parallelize(range(2), 2).map(slow_row).sum()
+
+
+@workflow
+def plain_spark_sleeping_wf(seconds: int = 120) -> int:
+    return plain_spark_sleeps(seconds=seconds)
+
+
+@task(task_config=HorovodSpark(num_proc=2, horovod=Horovod(controller="mpi")))
+def spark_mpi_sleeps(seconds: int) -> int:
+    return spark_run(_sleep, {"seconds": seconds})
+
+
+@workflow
+def spark_mpi_sleeping_wf(seconds: int = 120) -> int:
+    return spark_mpi_sleeps(seconds=seconds)

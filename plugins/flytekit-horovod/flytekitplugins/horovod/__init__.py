@@ -6,7 +6,8 @@ Spark route: ``@task(task_config=HorovodSpark(num_proc=2, horovod=Horovod(...)))
 ``spark_backend`` and ``spark_store`` in the body. Anywhere: ``HorovodRunner(np=2).run(main, **kwargs)``.
 
 Importing this package registers the task plugins and changes nothing else (no environment variable, no logging
-handler): what a task or a rank needs is set when it starts.
+handler) but one thing: a Ctrl-C in any Spark task ends as ``InterruptedByUser`` (see ``interrupt``). What a task or
+a rank needs is set when it starts.
 """
 
 from flytekitplugins.kfmpi import CleanPodPolicy, Launcher, RestartPolicy, RunPolicy, Worker

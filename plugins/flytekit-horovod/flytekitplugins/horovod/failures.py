@@ -90,6 +90,13 @@ def this_host() -> str:
     return f"{name} ({address})" if address and address != name else name
 
 
+class InterruptedByUser(RuntimeError):
+    """The user interrupted the run (Ctrl-C): no rank failed, and whether to run it again is the user's call."""
+
+    def __init__(self, what: str):
+        super().__init__(f"interrupted by the user (Ctrl-C): {what}")
+
+
 class LauncherStopped(FlyteRecoverableException):
     """This rank was stopped by its launcher (SIGTERM): ``horovodrun`` and ``mpirun`` stop every rank when one
     failed or was lost, so it is a consequence, and a retry may succeed."""
@@ -193,6 +200,10 @@ class RankFailures:
 
     def any(self) -> bool:
         return self.fs.exists(self.root) and bool(self.fs.glob(f"{self.root}/rank-*.json"))
+
+    def has_cause(self) -> bool:
+        """Whether a rank recorded a cause of its own (not an echo): the failure can be attributed now."""
+        return any(f.kind != ECHO for f in self.failures())
 
     def error(self, launcher_error: BaseException) -> Exception:
         """One error for the task: the first cause, with its rank, host and text, and who failed after it."""

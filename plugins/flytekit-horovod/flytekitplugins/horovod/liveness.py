@@ -7,7 +7,7 @@ connection, which is not a loss: its launcher reports how it ended.
 
 Rank 0 publishes where it listens in a folder every rank reaches (the job's failure folder, a local path or any
 fsspec URL), so no framework collective runs before the body (that would start TensorFlow's runtime before the body
-picks its GPU). The heartbeat runs in daemon threads; only the first connection happens before the body.
+picks its GPU). The heartbeat, the first connection included, runs in daemon threads, beside the body.
 
 No flytekit import: rank processes started by Spark tasks use this module.
 """
@@ -60,8 +60,9 @@ class Liveness:
         self._lost = threading.Lock()
 
     def start(self) -> None:
-        """Rank 0 listens and publishes where; any other rank connects and says hello (so it is watched from its
-        first step on). Then the heartbeat runs in a daemon thread."""
+        """Rank 0 listens and publishes where; any other rank connects and says hello. The heartbeat (and a rank's
+        connecting) runs in a daemon thread: a rank never waits for rank 0 before its body, so one that fails at once
+        fails at once, even when rank 0 has already ended and will never answer."""
         if self.rank == 0:
             listener = socket.create_server(("", 0), backlog=max(self.size, 8))
             self._sockets.append(listener)
@@ -71,12 +72,7 @@ class Liveness:
                 {"addresses": ipv4_addresses() + ["127.0.0.1"], "port": listener.getsockname()[1]}).encode())
             target, args = self._serve, (listener,)
         else:
-            conn = self._connect()
-            if conn is None:
-                return
-            self._sockets.append(conn)
-            conn.sendall(f"{self.rank} {self.host}\n".encode())
-            target, args = self._beat, (conn,)
+            target, args = self._connect_and_beat, ()
         threading.Thread(target=self._guarded, args=(target, *args), name="horovod-liveness", daemon=True).start()
 
     def stop(self) -> None:
@@ -97,9 +93,9 @@ class Liveness:
             if not fs.ls(root):
                 fs.rmdir(root)
 
-    def _guarded(self, target: Callable[[socket.socket], None], sock: socket.socket) -> None:
+    def _guarded(self, target: Callable[..., None], *args: socket.socket) -> None:
         try:
-            target(sock)
+            target(*args)
         except Exception:  # the heartbeat must never take the rank down by itself
             if not self._stop.is_set():
                 logger.warning("rank %d: the liveness check stopped", self.rank, exc_info=True)
@@ -146,6 +142,17 @@ class Liveness:
                     warned = True
                     logger.warning("rank 0: only %d of the other %d ranks reached its liveness port; the others are "
                                    "not watched", len(peers), self.size - 1)
+
+    def _connect_and_beat(self) -> None:
+        """Any other rank: connect to rank 0, say hello, then beat."""
+        conn = self._connect()
+        if conn is None:
+            return
+        self._sockets.append(conn)
+        if self._stop.is_set():  # stop() ran while connecting: it did not see this socket
+            return
+        conn.sendall(f"{self.rank} {self.host}\n".encode())
+        self._beat(conn)
 
     def _beat(self, conn: socket.socket) -> None:
         """Any other rank: a beat a second; report rank 0 when silent for ``timeout`` s."""

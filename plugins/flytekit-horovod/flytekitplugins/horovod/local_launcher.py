@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import cloudpickle
 
 from . import gloo
-from .failures import DIED, RankFailures
+from .failures import DIED, InterruptedByUser, RankFailures
 from .flyte_context import FlyteRankContext
 from .processes import PARENT_PID_ENV, Processes
 from .rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
@@ -109,16 +109,15 @@ def run_local(
                 _verbose(settings, "rank %d: %s", slot.rank, " ".join(command))
                 processes.start(f"rank {slot.rank}", command, rank_env, prefix=str(slot.rank))
             failed = processes.wait(on_exit=lambda index, code: failures.record(
-                index, DIED, processes.describe_exit(index, code), replace=False))
+                index, DIED, processes.describe_exit(index, code), replace=False), settled=failures.has_cause)
         if failed is not None:
             raise RuntimeError(processes.describe_exit(*failed))
         results = read_results(job_dir, num_proc)
     except Exception as exc:
         processes.stop()
         raise failures.error(exc) from None
-    except BaseException:  # Ctrl-C: KeyboardInterrupt, or the SystemExit of flytekit's SIGINT handler
-        interrupted(processes)
-        raise
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or the SystemExit(1) of flytekit's SIGINT handler
+        raise interrupted(processes) from None
     finally:
         if rendezvous is not None:
             gloo.stop_soon(rendezvous)
@@ -191,18 +190,17 @@ def run_local_elastic(
     except Exception as exc:
         processes.stop()
         raise failures.error(exc) from None
-    except BaseException:  # Ctrl-C
-        interrupted(processes)
-        raise
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C
+        raise interrupted(processes) from None
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
         output.close()
 
 
-def interrupted(processes: Processes) -> None:
-    """Stop what a Ctrl-C interrupted, and say so."""
+def interrupted(processes: Processes) -> InterruptedByUser:
+    """Stop what a Ctrl-C interrupted; the error that says so."""
     processes.stop()
-    logger.warning("interrupted: stopped %s", ", ".join(processes.names) or "the Horovod job before it started")
+    return InterruptedByUser(f"stopped {', '.join(processes.names) or 'the Horovod job before it started'}")
 
 
 def _record_mpirun_failure(processes: Processes, failures: RankFailures) -> None:

@@ -21,6 +21,7 @@ from .rank_output import RankOutput
 
 PARENT_PID_ENV = "FLYTE_HOROVOD_PARENT_PID"  # the launcher of a rank process; the rank exits when it is gone
 TAIL_LINES = 40
+SETTLE_S = 3.0  # after a process failed, how long the others may take to end by themselves and say why
 _PR_SET_PDEATHSIG = 1
 
 
@@ -116,23 +117,32 @@ class Processes:
             proc.stdin.close()
         return proc
 
-    def wait(self, poll: float = 0.02, on_exit: Optional[Callable[[int, int], None]] = None
-             ) -> Optional[Tuple[int, int]]:
+    def wait(self, poll: float = 0.02, on_exit: Optional[Callable[[int, int], None]] = None,
+             settled: Callable[[], bool] = lambda: True, settle_s: float = SETTLE_S) -> Optional[Tuple[int, int]]:
         """Wait until all exited; at the first non-zero exit stop the others and return (index, exit code).
 
-        ``on_exit(index, code)`` is called for that first failed process before the others are stopped, so
-        whoever watches can record which process really failed first.
+        ``on_exit(index, code)`` is called for every process that exited non-zero by itself, before the others are
+        stopped, so whoever watches can record which process really failed. After the first, the others are left
+        up to ``settle_s`` s to end by themselves, until ``settled()`` says the failure is attributed: which of two
+        processes that fail together is seen first must not decide which is blamed.
         """
         try:
+            seen: Dict[int, int] = {}
+            deadline = None
             while True:
                 codes = [p.poll() for p in self.procs]
-                failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
-                if failed:
-                    if on_exit is not None:
-                        on_exit(*failed[0])
-                    self.stop()
-                    return failed[0]
-                if all(c == 0 for c in codes):
+                for index, code in enumerate(codes):
+                    if code not in (None, 0) and index not in seen:
+                        seen[index] = code
+                        if on_exit is not None:
+                            on_exit(index, code)
+                if seen:
+                    deadline = deadline or time.monotonic() + settle_s
+                    if settled() or None not in codes or time.monotonic() > deadline:
+                        first = next(iter(seen.items()))
+                        self.stop()
+                        return first
+                elif all(c == 0 for c in codes):
                     return None
                 time.sleep(poll)
         finally:

@@ -19,6 +19,7 @@ from flytekitplugins.spark.task import PysparkFunctionTask
 from . import _shims
 from .failures import lost_in_horovod_launcher
 from .horovod_deck import add_horovod_deck
+from .interrupt import stops_spark_on_interrupt
 from .rank import import_path
 from .rank_output import RankOutput, log_dir
 from .settings import Horovod, HorovodConfigError
@@ -264,3 +265,5 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
 
 
 TaskPlugins.register_pythontask_plugin(HorovodSpark, HorovodSparkFunctionTask)
+# every Spark task, the plain ones of flytekitplugins-spark too, ends a Ctrl-C as InterruptedByUser (see interrupt)
+PysparkFunctionTask.execute = stops_spark_on_interrupt(PysparkFunctionTask.execute)

@@ -28,7 +28,7 @@ from . import rank as rank_module
 from .failures import DIED, RankFailures, record_failure
 from .gloo import (PLAN_SCOPE, default_interface, host_plan, interface_of, loopback_interface, rank_env,
                    start_rendezvous, stop_soon)
-from .processes import PARENT_PID_ENV, Processes
+from .processes import PARENT_PID_ENV, SETTLE_S, Processes
 from .rank import RESULT_FD, STDIN, RankJob, RankResult, import_path, rank_command, run_rank
 from .rank_output import RankOutput
 from .settings import Horovod
@@ -156,14 +156,19 @@ def _run_barrier_stage(sc, job: bytes, num_proc: int, env: Dict[str, str], local
 
     thread = threading.Thread(target=stage, name="horovod-spark-stage", daemon=True)
     poll = 0.1 if "file" in _protocols(failures.fs) else 1.0  # a local folder is cheap to look at; a bucket is not
+    failed_at = None
     try:
         thread.start()
         while thread.is_alive():
             thread.join(poll)
             if thread.is_alive() and failures.any():
-                logger.info("a Horovod rank failed; cancelling the other ranks' Spark tasks")
-                sc.cancelJobGroup(group)
-                thread.join()
+                # cancel once the rank that failed first has said why (an echo's record may come first), or after
+                # SETTLE_S: a cancelled task cannot record its rank's exit any more
+                failed_at = failed_at or time.monotonic()
+                if failures.has_cause() or time.monotonic() - failed_at > SETTLE_S:
+                    logger.info("a Horovod rank failed; cancelling the other ranks' Spark tasks")
+                    sc.cancelJobGroup(group)
+                    thread.join()
     except BaseException:  # Ctrl-C
         logger.warning("interrupted: cancelling the Spark tasks of %d Horovod ranks", num_proc)
         sc.cancelJobGroup(group)
