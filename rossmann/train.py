@@ -38,15 +38,8 @@ from rossmann.model import (CUSTOM_OBJECTS, LOSS, build_model, calibrate_for_rms
                             fill_untrained_embeddings, make_optimizer)
 from rossmann.model_dir import KERAS_MODEL, History, plain_history, write_history_and_metrics
 from rossmann.predict import predict_log_sales
-from rossmann.prepared import (
-    Metadata,
-    continuous_stats,
-    count_rows,
-    feature_cols,
-    load_metadata,
-    model_inputs,
-    read_split,
-)
+from rossmann.prepared import (Metadata, continuous_stats, count_rows, feature_cols, load_metadata, model_inputs,
+                               read_split)
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +160,6 @@ def _finish(model: tf.keras.Model, history: History, metadata: Metadata, train: 
 
 
 def fit_estimator(
-    spark: Any,
     prepared_dir: str | os.PathLike,
     backend: Any,
     store: Any,
@@ -185,7 +177,8 @@ def fit_estimator(
     resume_dir: str | os.PathLike | None = None,
     checkpoint_url: str | None = None,
 ) -> tuple[tf.keras.Model, History]:
-    """Train with horovod.spark.keras.KerasEstimator on backend.num_processes() Spark tasks.
+    """Train with horovod.spark.keras.KerasEstimator on backend.num_processes() Spark tasks, on the prepared
+    train and val Parquet as they are (copied into the store for ``fit_on_parquet``: no Spark job materialises them).
 
     `learning_rate` is per rank (the Estimator multiplies it by the number of ranks); `compression` is a
     horovod Compression; `reader_workers` is the number of petastorm reader threads per rank. With
@@ -195,7 +188,8 @@ def fit_estimator(
     history (all epochs, the previous attempt's too); the model is the epoch with the lowest val_exp_rmspe.
     """
     from horovod.spark.keras import KerasEstimator
-    from pyspark.sql import functions as F
+
+    from rossmann.estimator_data import splits_in_store
 
     start = time.time()
     prepared = Path(prepared_dir)
@@ -220,12 +214,6 @@ def fit_estimator(
     if published is not None:
         callbacks.append(published)
 
-    def split(name: str, is_val: bool) -> Any:
-        return spark.read.parquet(str(prepared / name)).select(*features, label).withColumn("is_val", F.lit(is_val))
-
-    # Round-robin repartitioning gives every partition both train and val rows, so that the Estimator's
-    # train and val Parquet each get at least one non-empty file per rank (petastorm shards by row group).
-    df = split("train", False).unionByName(split("val", True)).repartition(10 * ranks)
     estimator = KerasEstimator(
         backend=backend,
         store=store,
@@ -236,7 +224,7 @@ def fit_estimator(
         custom_objects=CUSTOM_OBJECTS,
         feature_cols=features,
         label_cols=[label],
-        validation="is_val",
+        validation="is_val",  # not a column: the val split is the store's; fit_on_parquet only asks that it is set
         batch_size=batch_size,
         val_batch_size=VAL_BATCH_SIZE,
         epochs=max(1, epochs - done),
@@ -252,7 +240,8 @@ def fit_estimator(
     if done < epochs:
         log.info("fitting KerasEstimator: %d ranks, %d epochs, batch %d", ranks, epochs - done, batch_size)
         try:
-            keras_model = estimator.fit(df).setOutputCols([f"{label}_pred"])
+            with splits_in_store(prepared, store, ranks) as dataset:
+                keras_model = estimator.fit_on_parquet(dataset_idx=dataset)
         finally:  # a failed fit ends rank 0 before it removes its local checkpoint; here if rank 0 ran on this host
             if published is not None:
                 shutil.rmtree(published.directory, ignore_errors=True)

@@ -9,6 +9,7 @@
 Every task returns a directory (FlyteDirectory); the logic lives in the ``rossmann`` library.
 """
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -98,8 +99,7 @@ def timed(fn: typing.Callable) -> typing.Callable:
 
     @functools.wraps(fn)
     def body(*args, **kwargs):
-        speaks = os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == "0"
-        say = functools.partial(print, flush=True) if speaks else (lambda *_: None)
+        say = functools.partial(print, flush=True) if _speaks() else (lambda *_: None)
         say(f"[{fn.__name__}] started")
         started = time.monotonic()
         try:
@@ -111,6 +111,20 @@ def timed(fn: typing.Callable) -> typing.Callable:
         return result
 
     return body
+
+
+def _speaks() -> bool:
+    """Whether this process prints the task's timings: rank 0 where the body runs on every rank."""
+    return os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == "0"
+
+
+@contextlib.contextmanager
+def phase(task_name: str, what: str) -> typing.Iterator[None]:
+    """One line with the seconds a step of a task took (the phases of docs/performance.md)."""
+    started = time.monotonic()
+    yield
+    if _speaks():
+        print(f"[{task_name}] {what}: {time.monotonic() - started:.1f} s", flush=True)
 
 
 @task(cache=False)
@@ -176,15 +190,16 @@ def train(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     from the previous attempt's and goes on after its last epoch."""
     from rossmann.train import fit_estimator
 
-    spark = flytekit.current_context().spark_session
     out, prepared_dir, resume_dir = _workdir("model"), prepared.download(), _workdir("checkpoint")
     checkpoint = _flyte_checkpoint()
     restored = checkpoint is not None and checkpoint.restore(resume_dir) is not None
-    fit_estimator(spark, prepared_dir, spark_backend(), spark_store(), epochs=hp.epochs,
-                  batch_size=hp.batch_size, learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed,
-                  compression=compression(), out_dir=out, resume_dir=resume_dir if restored else None,
-                  checkpoint_url=spark_checkpoint_url())
-    _report_training(out, prepared_dir)
+    with phase("train", "Estimator fit (rank start, epochs, model return), calibration, saving the model"):
+        fit_estimator(prepared_dir, spark_backend(), spark_store(), epochs=hp.epochs,
+                      batch_size=hp.batch_size, learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed,
+                      compression=compression(), out_dir=out, resume_dir=resume_dir if restored else None,
+                      checkpoint_url=spark_checkpoint_url())
+    with phase("train", "test-period scores and Deck"):
+        _report_training(out, prepared_dir)
     return FlyteDirectory(out)
 
 
@@ -203,11 +218,13 @@ def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     checkpoint = _flyte_checkpoint()
     if checkpoint is not None and hvd.rank() == 0 and checkpoint.restore(checkpoint_dir) is not None:
         log.info("restored the previous attempt's checkpoint into %s", checkpoint_dir)
-    train_rank(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size,
-               learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed, compression=compression(),
-               checkpoint_dir=checkpoint_dir, checkpoint_saved=checkpoint.save if checkpoint is not None else None)
+    with phase("train_mpi", "reading the shards, epochs, calibration, saving the model"):
+        train_rank(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size,
+                   learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed, compression=compression(),
+                   checkpoint_dir=checkpoint_dir, checkpoint_saved=checkpoint.save if checkpoint is not None else None)
     if hvd.rank() == 0:
-        _report_training(out, prepared_dir)
+        with phase("train_mpi", "test-period scores and Deck"):
+            _report_training(out, prepared_dir)
     return FlyteDirectory(out)
 
 
@@ -224,11 +241,14 @@ def train_torch(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory
     checkpoint = _flyte_checkpoint()
     if checkpoint is not None and hvd.rank() == 0 and checkpoint.restore(checkpoint_dir) is not None:
         log.info("restored the previous attempt's checkpoint into %s", checkpoint_dir)
-    train_rank_torch(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size, learning_rate=hp.learning_rate,
-                     hidden=hp.hidden, seed=hp.seed, compression=compression(), checkpoint_dir=checkpoint_dir,
-                     checkpoint_saved=checkpoint.save if checkpoint is not None else None)
+    with phase("train_torch", "reading the shards, epochs, calibration, saving the model"):
+        train_rank_torch(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size,
+                         learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed, compression=compression(),
+                         checkpoint_dir=checkpoint_dir,
+                         checkpoint_saved=checkpoint.save if checkpoint is not None else None)
     if hvd.rank() == 0:
-        _report_training(out, prepared_dir)
+        with phase("train_torch", "test-period scores and Deck"):
+            _report_training(out, prepared_dir)
     return FlyteDirectory(out)
 
 

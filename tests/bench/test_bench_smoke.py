@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ["launch", "prep", "predict", "train_scale", "full_size", "reference"]
+SCRIPTS = ["launch", "prep", "predict", "train_scale", "floor", "phases", "full_size", "reference"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

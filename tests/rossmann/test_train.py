@@ -161,9 +161,27 @@ def test_fit_estimator_on_spark(spark, prepared, tmp_path, untrained_rmspe):
     out = tmp_path / "trained"
     backend = SparkBackend(num_proc=2, start_timeout=300, use_gloo=True)
     store = Store.create(str(tmp_path / "store"))
-    model, history = fit_estimator(spark, prepared, backend, store, epochs=3, seed=1, out_dir=out, **SMALL)
+    model, history = fit_estimator(prepared, backend, store, epochs=3, seed=1, out_dir=out, **SMALL)
     assert model.input_names == feature_cols(load_metadata(prepared))
     saved_history, metrics = check_model_dir(out, prepared, ranks=2, epochs=3, untrained_rmspe=untrained_rmspe)
     assert saved_history == history
     assert metrics["route"] == "spark-estimator"
     assert math.isfinite(metrics["best_val_exp_rmspe"])
+
+
+def test_the_estimators_copy_of_the_splits_is_theirs_and_removed_after(prepared, tmp_path):
+    """The Estimator trains on the prepared Parquet copied into its store, and the copy goes when training ends."""
+    from horovod.spark.common.store import Store
+    from rossmann.estimator_data import splits_in_store
+    from rossmann.prepared import count_rows, parquet_files
+
+    store = Store.create(str(tmp_path / "store"))
+    with splits_in_store(prepared, store, ranks=2) as dataset:
+        copies = [store.get_localized_path(store.get_train_data_path(dataset)),
+                  store.get_localized_path(store.get_val_data_path(dataset))]
+        assert [count_rows(c) for c in copies] == [count_rows(prepared / s) for s in ("train", "val")]
+    assert not any(store.fs.exists(c) for c in copies)
+    with pytest.raises(ValueError, match=rf"{prepared / 'train'}: \d+ Parquet row groups cannot be shared by 999"):
+        with splits_in_store(prepared, store, ranks=999):
+            pass
+    assert not list((tmp_path / "store").rglob("*.parquet")), parquet_files(tmp_path / "store")
