@@ -28,6 +28,7 @@ _WEEK_RE = r"^(\d{4}-\d{2}-\d{2}) - (\d{4}-\d{2}-\d{2})$"
 _INT_RE = r"^[+-]?\d+(\.0*)?$"
 _EXAMPLES = 3
 _CHUNK = 1 << 24  # bytes read at a time by the UTF-8 check
+_OTHER_SEPARATORS = (";", "\t", "|")  # what a one-column header line is split by instead of commas
 
 
 class RossmannDataError(ValueError):
@@ -148,6 +149,10 @@ def _check_header(table: Table, path: str) -> None:
     header = _read_header(path)
     if not header:
         raise RossmannDataError(path, None, "empty file: no header line")
+    separator = next((s for s in _OTHER_SEPARATORS if len(header) == 1 and s in header[0]), None)
+    if separator is not None:
+        raise RossmannDataError(path, None, f"separated by {separator!r}, not ',': the header line is {header[0][:200]!r}; "
+                                            "save the file comma-separated")
     for name in table.column_names:
         if name not in header:
             close = difflib.get_close_matches(name, header, n=1, cutoff=0.6)

@@ -16,6 +16,7 @@ import time
 import uuid
 
 import pyarrow.parquet as pq
+from flytekitplugins.horovod.disk_full import names_a_full_disk
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -294,6 +295,7 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float 
     return metadata
 
 
+@names_a_full_disk  # a recoverable error naming the path, not Spark's "An error occurred while calling o5445.parquet"
 def _write(df: DataFrame, metadata: dict, out_dir: str, min_row_groups: int) -> None:
     """Each split as Parquet (one file, hence at least one row group, per partition), then metadata.json,
     into a temporary folder that replaces `out_dir` once complete."""

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -46,8 +47,10 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
         with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         os.unlink(tmp)
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC and not err.filename:  # name the file
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from err
         raise
     return path
 

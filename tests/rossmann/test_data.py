@@ -53,6 +53,16 @@ def test_misspelt_column_suggests_the_close_name(spark, data_dir):
     assert "missing column" in str(err.value) and "'CompetitionDistnace': misspelt?" in str(err.value)
 
 
+def test_a_semicolon_separated_file_names_the_separator_found(data_dir):
+    path = os.path.join(data_dir, "store.csv")
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame.to_csv(path, sep=";", index=False)
+    with pytest.raises(RossmannDataError) as err:
+        load(None, data_dir)  # type: ignore[arg-type]  # a header check: before any Spark work
+    assert (err.value.path, err.value.column) == (path, None)
+    assert "separated by ';', not ','" in str(err.value) and "Store;StoreType" in str(err.value)
+
+
 def test_test_dates_inside_the_training_period_fail_before_spark(data_dir):
     """test.csv shifted 20 days back overlaps train.csv's last days: named with both dates, with no Spark session
     at all (the check runs before any Spark work)."""

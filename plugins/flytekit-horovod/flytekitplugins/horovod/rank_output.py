@@ -17,6 +17,7 @@ from typing import Optional
 VERBOSE_ENV = "FLYTE_HOROVOD_VERBOSE"  # "1": every rank's output on the console too
 LOG_DIR_NAME = "horovod-logs"  # under a Flyte task's working directory: the ranks' logs of that task
 _RANK = re.compile(r"\[(?:\d+,)?(\d+)\]<std(?:out|err)>:")
+NO_SPACE = "No space left on device"  # ENOSPC's text, as Python and TensorFlow print it
 
 
 def rank_of(line: str) -> Optional[int]:
@@ -31,6 +32,7 @@ class RankOutput:
 
     def __init__(self, path: str, verbose: bool):
         self.path, self.verbose = path, verbose
+        self.no_space: Optional[str] = None  # the first line a rank printed about a full disk (see disk_full.py)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._file = open(path, "a", encoding="utf-8", errors="replace")
         self._lock = threading.Lock()
@@ -47,8 +49,11 @@ class RankOutput:
 
     def write(self, text: str, console: str = "stdout") -> None:
         with self._lock:
+            if self.no_space is None and NO_SPACE in text:
+                self.no_space = next(line for line in text.splitlines() if NO_SPACE in line)
             if not self._file.closed:
-                self._file.write(text)
+                with contextlib.suppress(OSError):  # a full disk: the console still shows the lines
+                    self._file.write(text)
             shown = text if self.verbose else "".join(
                 line for line in text.splitlines(keepends=True) if rank_of(line) in (None, 0))
             if shown:

@@ -17,11 +17,12 @@ from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
 from . import _shims
+from .disk_full import disk_full_error
 from .failures import lost_in_horovod_launcher
 from .horovod_deck import add_horovod_deck
 from .interrupt import stops_spark_on_interrupt
 from .rank import import_path
-from .rank_output import RankOutput, log_dir
+from .rank_output import RankOutput, log_dir, rank_of
 from .settings import Horovod, HorovodConfigError
 from .spark_launcher import horovod_spark_options, run_on_spark, spark_slots
 
@@ -128,7 +129,12 @@ class HorovodSparkContext:
                                      f"for {self.num_proc} ranks (HorovodSpark(num_proc={self.num_proc}))")
         output = RankOutput.for_launch(self.settings.verbose)
         self.outputs.append(output)
-        return SparkBackend(**{**horovod_spark_options(self.settings, self.num_proc, output=output), **kwargs})
+        options = horovod_spark_options(self.settings, self.num_proc, output=output)
+        if "://" not in self.store_prefix:  # a local run: the ranks' TMPDIR (TensorBoard logs, checkpoints before
+            scratch = os.path.join(self.store_prefix, "scratch")  # their copy) under the task's working directory
+            os.makedirs(scratch, exist_ok=True)
+            options["env"] = {**options["env"], "TMPDIR": scratch}
+        return SparkBackend(**{**options, **kwargs})
 
     def store(self, name: str = "store"):
         """A Horovod ``Store`` under this task's working area (local run) or raw output prefix (cluster)."""
@@ -214,8 +220,10 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
         and autotune log."""
         try:
             return super().execute(**kwargs)
-        except Exception as exc:  # a rank killed under the Estimator's backend: recoverable, so Flyte retries
-            lost = lost_in_horovod_launcher(exc)
+        except Exception as exc:  # a full disk or a rank killed under the Estimator's backend: Flyte retries
+            no_space = next((o.no_space for o in current_horovod_spark().outputs if o.no_space), None)
+            lost = (disk_full_error(exc, no_space, rank_of(no_space) if no_space else None)
+                    or lost_in_horovod_launcher(exc))
             if lost is None:
                 raise
             raise lost from exc

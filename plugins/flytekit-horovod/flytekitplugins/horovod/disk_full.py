@@ -1,0 +1,58 @@
+"""A full disk, wherever a rank or the task met it: one recoverable error whose first line names the path.
+
+A rank that cannot write (TensorBoard logs, a checkpoint, the Estimator's store) exits with 1 and Horovod's launcher
+reports only "one or more processes exited with non-zero status"; the cause is in the rank's output. A retry on
+another machine (or after space is freed) may succeed, so it is a ``FlyteRecoverableException``.
+"""
+
+import errno
+import functools
+import re
+from typing import Callable, Optional
+
+from flytekit.exceptions.user import FlyteRecoverableException
+
+from .rank_output import NO_SPACE
+# the path next to the message: Python's "[Errno 28] No space left on device: '/p'", TensorFlow's "/p; No space ...",
+# Spark's "Task failed while writing rows to file:/p." (its cause, far below, is the message)
+_PATH = re.compile(rf"{NO_SPACE}: '([^']+)'|(/[^\s;:']+)[;:,]?\s*{NO_SPACE}|writing rows to file:(/\S+?)\.?\s")
+
+
+class DiskFullError(FlyteRecoverableException):
+    """No space was left on a device the task or a rank wrote to; a retry elsewhere may succeed."""
+
+    def __str__(self) -> str:  # FlyteException's str() wraps the message as "error=..."; keep it readable
+        return self.args[0]
+
+
+def disk_full_error(exc: BaseException, rank_line: Optional[str] = None,
+                    rank: Optional[int] = None) -> Optional[DiskFullError]:
+    """A ``DiskFullError`` for ``exc`` when it is a full disk (``OSError`` ENOSPC, or an error whose text names one,
+    such as Spark's), or when a rank printed ``rank_line``, its first line naming a full disk; None otherwise."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        where, who = exc.filename or "(path not given)", "the task"
+    elif rank_line is not None or NO_SPACE in str(exc):
+        found = _PATH.search(rank_line if rank_line is not None else str(exc))
+        where = next((g for g in found.groups() if g), "") if found else "(path not given)"
+        who = "the task" if rank_line is None else f"Horovod rank {rank}" if rank is not None else "a Horovod rank"
+    else:
+        return None
+    return DiskFullError(f"{NO_SPACE}: {where} (written by {who}): free space there or give the task more disk "
+                         "(a task's outputs, scratch and logs are under its working directory); a retry elsewhere may "
+                         "succeed")
+
+
+def names_a_full_disk(fn: Callable) -> Callable:
+    """Decorator: a full disk met by ``fn`` (in Python or in Spark's JVM) becomes a ``DiskFullError``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            full = disk_full_error(exc)
+            if full is None:
+                raise
+            raise full from exc
+
+    return wrapper
