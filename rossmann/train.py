@@ -105,8 +105,10 @@ class PublishedCheckpoint(EpochCheckpoint):
     """The per-epoch checkpoint of an Estimator's ranks: written by rank 0 into a local folder of its own, then
     copied to ``url`` (the task's Flyte checkpoint, which these processes reach without flytekit)."""
 
-    def __init__(self, url: str, keep_best: KeepBest, state: TrainState, first_epoch: int = 0):
-        local = Path(tempfile.gettempdir(), f"rossmann-checkpoint-{uuid.uuid4().hex}")  # made by rank 0's first save
+    def __init__(self, url: str, keep_best: KeepBest, state: TrainState, first_epoch: int = 0,
+                 scratch_dir: str | None = None):
+        # chosen here, so the driver can remove it if rank 0 dies; made by rank 0's first save
+        local = Path(scratch_dir or tempfile.gettempdir()).resolve() / f"rossmann-checkpoint-{uuid.uuid4().hex}"
         super().__init__(local, keep_best, state, functools.partial(copy_checkpoint, url=url), first_epoch)
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
@@ -176,6 +178,7 @@ def fit_estimator(
     verbose: int = 0,
     resume_dir: str | os.PathLike | None = None,
     checkpoint_url: str | None = None,
+    scratch_dir: str | None = None,
 ) -> tuple[tf.keras.Model, History]:
     """Train with horovod.spark.keras.KerasEstimator on backend.num_processes() Spark tasks, on the prepared
     train and val Parquet as they are (copied into the store for ``fit_on_parquet``: no Spark job materialises them).
@@ -183,8 +186,8 @@ def fit_estimator(
     `learning_rate` is per rank (the Estimator multiplies it by the number of ranks); `compression` is a
     horovod Compression; `reader_workers` is the number of petastorm reader threads per rank. With
     out_dir, also writes the model directory there. With `checkpoint_url` (a local path or fsspec URL the ranks
-    reach), rank 0 copies a checkpoint there after every epoch; a `resume_dir` holding such a checkpoint (a
-    previous attempt's) makes training go on after its last epoch. Returns the trained Keras model and its
+    reach), rank 0 copies a checkpoint there after every epoch, kept first under `scratch_dir` (default: TMPDIR);
+    a `resume_dir` holding such a checkpoint (a previous attempt's) makes training go on after its last epoch. Returns the trained Keras model and its
     history (all epochs, the previous attempt's too); the model is the epoch with the lowest val_exp_rmspe.
     """
     from horovod.spark.keras import KerasEstimator
@@ -210,8 +213,9 @@ def fit_estimator(
     history = {k: list(v) for k, v in state.history.items()}  # copied: the rank-0 checkpoint appends to state
     keep_best = KeepBest(MONITOR, state, best_weights, first_epoch=done)
     callbacks = [*schedule_callbacks(learning_rate, ranks, epochs, first_epoch=done), keep_best]
-    published = None if checkpoint_url is None else PublishedCheckpoint(checkpoint_url, keep_best, state, done)
-    if published is not None:
+    published = None
+    if checkpoint_url is not None:
+        published = PublishedCheckpoint(checkpoint_url, keep_best, state, done, scratch_dir)
         callbacks.append(published)
 
     estimator = KerasEstimator(

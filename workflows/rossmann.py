@@ -26,8 +26,8 @@ from flytekit import Resources, task, workflow
 from flytekit.types.directory import FlyteDirectory
 from flytekitplugins.spark import Spark
 
-from flytekitplugins.horovod import (Horovod, HorovodSpark, MPIJob, Worker, compression, spark_backend,
-                                     spark_checkpoint_url, spark_store)
+from flytekitplugins.horovod import (Horovod, HorovodSpark, MPIJob, Worker, compression, current_horovod_spark,
+                                     spark_backend, spark_checkpoint_url, spark_store)
 from rossmann import hyperparameters
 from rossmann.synthetic import TEST_DAYS
 
@@ -197,7 +197,7 @@ def train(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
         fit_estimator(prepared_dir, spark_backend(), spark_store(), epochs=hp.epochs,
                       batch_size=hp.batch_size, learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed,
                       compression=compression(), out_dir=out, resume_dir=resume_dir if restored else None,
-                      checkpoint_url=spark_checkpoint_url())
+                      checkpoint_url=spark_checkpoint_url(), scratch_dir=current_horovod_spark().scratch_dir())
     with phase("train", "test-period scores and Deck"):
         _report_training(out, prepared_dir)
     return FlyteDirectory(out)

@@ -130,11 +130,19 @@ class HorovodSparkContext:
         output = RankOutput.for_launch(self.settings.verbose)
         self.outputs.append(output)
         options = horovod_spark_options(self.settings, self.num_proc, output=output)
-        if "://" not in self.store_prefix:  # a local run: the ranks' TMPDIR (TensorBoard logs, checkpoints before
-            scratch = os.path.join(self.store_prefix, "scratch")  # their copy) under the task's working directory
-            os.makedirs(scratch, exist_ok=True)
+        scratch = self.scratch_dir()
+        if scratch is not None:
             options["env"] = {**options["env"], "TMPDIR": scratch}
         return SparkBackend(**{**options, **kwargs})
+
+    def scratch_dir(self) -> Optional[str]:
+        """In a local run, the ranks' TMPDIR (TensorBoard logs, checkpoints before their copy) under the task's
+        working directory, made here; None on a cluster, where each executor keeps its own TMPDIR."""
+        if "://" in self.store_prefix:
+            return None
+        scratch = os.path.join(os.path.abspath(self.store_prefix), "scratch")
+        os.makedirs(scratch, exist_ok=True)
+        return scratch
 
     def store(self, name: str = "store"):
         """A Horovod ``Store`` under this task's working area (local run) or raw output prefix (cluster)."""
