@@ -28,6 +28,7 @@ logger = logging.getLogger("flytekitplugins.horovod")
 
 BEAT_S = 1.0  # how often a rank says it is alive, and rank 0 checks who went silent
 ADDRESS_FILE = "liveness-rank-0.json"  # in the shared folder: rank 0's addresses and port
+HELLO_WAIT_S = 3.0  # how long a rank's body waits for its hello to reach rank 0 (milliseconds when rank 0 is there)
 
 
 @dataclass
@@ -58,11 +59,13 @@ class Liveness:
         self._stop = threading.Event()
         self._sockets: List[socket.socket] = []
         self._lost = threading.Lock()
+        self._hello_done = threading.Event()  # this rank said hello to rank 0, or gave up trying
 
     def start(self) -> None:
         """Rank 0 listens and publishes where; any other rank connects and says hello. The heartbeat (and a rank's
-        connecting) runs in a daemon thread: a rank never waits for rank 0 before its body, so one that fails at once
-        fails at once, even when rank 0 has already ended and will never answer."""
+        connecting) runs in a daemon thread; the body waits at most ``HELLO_WAIT_S`` for the hello, so that rank 0
+        watches a rank from its first step on, while a rank whose rank 0 has already ended (and will never answer)
+        still fails within seconds."""
         if self.rank == 0:
             listener = socket.create_server(("", 0), backlog=max(self.size, 8))
             self._sockets.append(listener)
@@ -74,6 +77,8 @@ class Liveness:
         else:
             target, args = self._connect_and_beat, ()
         threading.Thread(target=self._guarded, args=(target, *args), name="horovod-liveness", daemon=True).start()
+        if self.rank != 0:
+            self._hello_done.wait(HELLO_WAIT_S)
 
     def stop(self) -> None:
         """End the heartbeat: the other ranks see an ended rank (a closed connection), not a lost one. Rank 0
@@ -145,13 +150,16 @@ class Liveness:
 
     def _connect_and_beat(self) -> None:
         """Any other rank: connect to rank 0, say hello, then beat."""
-        conn = self._connect()
-        if conn is None:
-            return
-        self._sockets.append(conn)
-        if self._stop.is_set():  # stop() ran while connecting: it did not see this socket
-            return
-        conn.sendall(f"{self.rank} {self.host}\n".encode())
+        try:
+            conn = self._connect()
+            if conn is None:
+                return
+            self._sockets.append(conn)
+            if self._stop.is_set():  # stop() ran while connecting: it did not see this socket
+                return
+            conn.sendall(f"{self.rank} {self.host}\n".encode())
+        finally:
+            self._hello_done.set()
         self._beat(conn)
 
     def _beat(self, conn: socket.socket) -> None:
