@@ -13,7 +13,7 @@ a rank needs is set when it starts.
 from flytekitplugins.kfmpi import CleanPodPolicy, Launcher, RestartPolicy, RunPolicy, Worker
 
 from .elastic import HorovodElasticFunctionTask, HorovodJob
-from .failures import RankFailedError, RankLostError
+from .errors import RankFailedError, RankLostError
 from .mpi import HorovodMPIFunctionTask, MPIJob
 from .runner import HorovodRunner
 from .settings import Horovod, HorovodConfigError, compression, current_settings

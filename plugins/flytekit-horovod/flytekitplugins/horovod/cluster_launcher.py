@@ -38,9 +38,6 @@ _RAISE_DISCOVERED = ("awk -F: -v s={slots} "
                      "'NF == 2 {{ n = $2 + 0; if (n < s) n = s; print $1 \":\" n; next }} {{ print }}'")
 
 
-_SSH_FAILED = 255  # ssh's exit status when the remote command ended without one (killed by a signal) or ssh failed
-
-
 def prefix(slots: int) -> List[str]:
     """The launcher command's first words: this module, with the task's slots per worker."""
     return ["python", "-m", __spec__.name, "--slots", str(slots), "--"]
@@ -110,23 +107,14 @@ def rank_host(command: Sequence[str], env: Dict[str, str], rank: int) -> Optiona
 def launcher_failure(command: Sequence[str], env: Dict[str, str], output: str, code: int) -> BaseException:
     """The task's error for a launcher that exited with ``code``: the rank it names (recorded with its host among
     what the ranks recorded in the job's failure folder), else what the ranks recorded, else the launcher's output."""
-    from .failures import DIED, horovod_launcher_exit, job_failures
-    from .local_launcher import mpirun_failed_rank
-    from .processes import describe_status
+    from .classify import DIED, describe_status, launcher_failed_rank
+    from .failures import job_failures
 
     failures = job_failures(_option(command, "--raw-output-data-prefix", "pyflyte-execute"))
-    named = mpirun_failed_rank(output)
-    if named is None and (exited := horovod_launcher_exit(output)) is not None and exited[0].isdigit():
-        name, rank_code, signal_number = exited
-        how = f"{describe_status(-signal_number)} (exit code {rank_code})" if signal_number \
-            else describe_status(rank_code)
-        if rank_code == _SSH_FAILED:
-            how += " (horovodrun ran it over ssh, which exits 255 when the remote process is killed by a signal or " \
-                   "the connection is lost)"
-        named = int(name), f"rank {name} {how}, reported by horovodrun"
+    named = launcher_failed_rank(output)
     if named is not None:
-        host = rank_host(command, env, named[0])
-        failures.record(named[0], DIED, named[1], replace=False, **({"host": host} if host else {}))
+        host = rank_host(command, env, named.rank)
+        failures.record(named.rank, DIED, named.text, replace=False, **({"host": host} if host else {}))
     tail = output.rstrip()[-3000:]
     return failures.error(RuntimeError(f"{os.path.basename(command[0])} {describe_status(code)}; its last output:\n"
                                        f"{tail}"))
@@ -177,9 +165,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--slots", type=int, required=True, help="ranks per worker pod (the task's slots)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the launcher command")
+    from .settings import whole_number
+
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if args.slots < 1 or not command:
+    if not whole_number(args.slots, at_least=1) or not command:
         parser.error(f"--slots={args.slots} must be at least 1, followed by -- and the launcher command")
     logging.basicConfig(level=logging.INFO, format="[horovod launcher] %(message)s")
     sys.exit(run(command, args.slots))

@@ -7,15 +7,11 @@ another machine (or after space is freed) may succeed, so it is a ``FlyteRecover
 
 import errno
 import functools
-import re
 from typing import Callable, Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
 
-from .rank_output import NO_SPACE
-# the path next to the message: Python's "[Errno 28] No space left on device: '/p'", TensorFlow's "/p; No space ...",
-# Spark's "Task failed while writing rows to file:/p." (its cause, far below, is the message)
-_PATH = re.compile(rf"{NO_SPACE}: '([^']+)'|(/[^\s;:']+)[;:,]?\s*{NO_SPACE}|writing rows to file:(/\S+?)\.?\s")
+from .classify import NO_SPACE, no_space_path
 
 
 class DiskFullError(FlyteRecoverableException):
@@ -32,8 +28,7 @@ def disk_full_error(exc: BaseException, rank_line: Optional[str] = None,
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         where, who = exc.filename or "(path not given)", "the task"
     elif rank_line is not None or NO_SPACE in str(exc):
-        found = _PATH.search(rank_line if rank_line is not None else str(exc))
-        where = next((g for g in found.groups() if g), "") if found else "(path not given)"
+        where = no_space_path(rank_line if rank_line is not None else str(exc))
         who = "the task" if rank_line is None else f"Horovod rank {rank}" if rank is not None else "a Horovod rank"
     else:
         return None

@@ -1,5 +1,6 @@
 """Elastic Horovod: a kfmpi-compatible ``HorovodJob`` whose local runs are really elastic."""
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Optional
 
@@ -9,7 +10,7 @@ from flytekitplugins.kfmpi import task as kfmpi
 
 from .flyte_context import FlyteRankContext
 from .local_launcher import run_local_elastic
-from .mpi import adopt, check_job, cluster_command, execute_in_world
+from .mpi import adopt, cluster_command, execute_in_world, fill_job_defaults
 from .rank import launched_rank
 from .settings import Horovod, HorovodConfigError
 
@@ -25,6 +26,11 @@ class HorovodJob(kfmpi.HorovodJob):
     On a cluster the training-operator's MPIJob launcher runs ``horovodrun`` with the operator's host discovery script
     (which lists exactly ``worker.replicas`` pods: a ``max_workers`` above it cannot grow the job there); a local run
     starts an elastic Gloo job on this host with a discovery script of its own.
+
+    ``verbose`` and ``log_level`` have one source, ``horovod``; kfmpi's fields of those names are kept for kfmpi's
+    users: ``horovod.log_level`` is kfmpi's ``log_level`` (``"INFO"`` by default, as kfmpi's command passes it) where
+    ``horovod`` leaves it unset, ``horovod.verbose`` is true where either is, and both fields then hold the settings'
+    values. Every run (local, or ``horovodrun`` on a cluster) passes each once.
     """
 
     min_workers: Optional[int] = None
@@ -32,8 +38,11 @@ class HorovodJob(kfmpi.HorovodJob):
     horovod: Horovod = field(default_factory=Horovod)
 
     def __post_init__(self):
-        check_job(self, {"min_workers": self.min_workers, "max_workers": self.max_workers,
-                         "elastic_timeout": self.elastic_timeout})
+        fill_job_defaults(self, {"min_workers": self.min_workers, "max_workers": self.max_workers,
+                                 "elastic_timeout": self.elastic_timeout})
+        self.horovod = dataclasses.replace(self.horovod, verbose=self.horovod.verbose or bool(self.verbose),
+                                           log_level=self.horovod.log_level or self.log_level)
+        self.verbose, self.log_level = self.horovod.verbose, self.horovod.log_level
         if self.horovod.controller != "gloo":
             raise HorovodConfigError("HorovodJob: elastic Horovod runs on Gloo only; use Horovod(controller='gloo')")
         if self.workers is None:
@@ -73,7 +82,8 @@ class HorovodElasticFunctionTask(kfmpi.HorovodFunctionTask):
         prefix = super()._get_horovod_prefix() if config.worker.replicas else self._prefix_for_num_workers()
         prefix[prefix.index("--min-np") + 1] = str(config.min_worker_count * config.slots)
         prefix[prefix.index("--max-np") + 1] = str(config.max_worker_count * config.slots)
-        return prefix + config.horovod.horovodrun_args()
+        # kfmpi's prefix passes --log-level and --verbose from the job's fields, which hold the settings' values
+        return prefix + dataclasses.replace(config.horovod, log_level=None, verbose=False).horovodrun_args()
 
     def _prefix_for_num_workers(self) -> List[str]:
         """kfmpi's prefix when only the deprecated ``num_workers`` is set (kfmpi's own crashes on it)."""

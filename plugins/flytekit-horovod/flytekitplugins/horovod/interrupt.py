@@ -19,7 +19,7 @@ import signal
 import threading
 from typing import Any, Callable, Iterator
 
-from .failures import InterruptedByUser
+from .errors import InterruptedByUser
 
 GRACE_S = 10.0
 QUIET_S = 1.0  # how late a thread's error is reported (see _Interrupt.report_later)

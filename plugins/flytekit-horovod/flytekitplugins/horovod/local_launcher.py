@@ -7,7 +7,6 @@ per-rank middleman processes); for MPI, ``mpirun`` starts them. Each rank writes
 
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -17,18 +16,16 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import cloudpickle
 
 from . import gloo
-from .failures import DIED, InterruptedByUser, RankFailures
+from .classify import DIED, mpirun_failed_rank
+from .errors import InterruptedByUser
+from .failures import RankFailures
 from .flyte_context import FlyteRankContext
 from .processes import PARENT_PID_ENV, Processes
 from .rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
 from .rank_output import RankOutput
-from .settings import Horovod
+from .settings import Horovod, whole_number
 
 logger = logging.getLogger("flytekitplugins.horovod")
-
-# How mpirun names the rank that failed first (Open MPI 4's messages).
-_MPIRUN_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
-_MPIRUN_EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+)")
 
 
 def mpirun_command(num_proc: int, env_names: Sequence[str], command: List[str]) -> List[str]:
@@ -43,22 +40,6 @@ def mpirun_command(num_proc: int, env_names: Sequence[str], command: List[str]) 
     for name in env_names:
         args += ["-x", name]
     return args + command
-
-
-def mpirun_failed_rank(output: str) -> Optional[tuple]:
-    """(rank, description) of the rank mpirun says failed first, from its closing message, if it says."""
-    match = _MPIRUN_SIGNAL.search(output)
-    if match:
-        rank, node, sig = match.groups()
-        import signal
-
-        name = signal.Signals(int(sig)).name if int(sig) in signal.Signals._value2member_map_ else f"signal {sig}"
-        return int(rank), f"rank {rank} on node {node} was killed by {name} (reported by mpirun)"
-    match = _MPIRUN_EXIT.search(output)
-    if match:
-        rank, code = match.groups()
-        return int(rank), f"rank {rank} exited with status {code} without raising an exception (reported by mpirun)"
-    return None
 
 
 def run_local(
@@ -78,7 +59,7 @@ def run_local(
     left running.
     """
     settings = settings or Horovod()
-    if isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1:
+    if not whole_number(num_proc, at_least=1):
         raise ValueError(f"num_proc={num_proc!r}: a Horovod job needs a whole number of ranks, at least 1")
     settings.check_before_launch()
     job_dir = tempfile.mkdtemp(prefix="horovod-job-")
@@ -99,7 +80,8 @@ def run_local(
             args = mpirun_command(num_proc, sorted(extra), command)
             _verbose(settings, "running %s", " ".join(args))
             processes.start("mpirun", args, env, prefix=None, die_with_parent=True)
-            failed = processes.wait(on_exit=lambda index, code: _record_mpirun_failure(processes, failures))
+            # once mpirun failed, let it finish its closing message: it names the rank that failed first
+            failed = processes.wait(on_exit=lambda *_: record_mpirun_failure(processes.finished_output(0), failures))
         else:
             plan = gloo.host_plan(["127.0.0.1"] * num_proc)[0]
             rendezvous, port = gloo.start_rendezvous(settings.verbose, plan)
@@ -203,11 +185,11 @@ def interrupted(processes: Processes) -> InterruptedByUser:
     return InterruptedByUser(f"stopped {', '.join(processes.names) or 'the Horovod job before it started'}")
 
 
-def _record_mpirun_failure(processes: Processes, failures: RankFailures) -> None:
-    """mpirun failed: let it finish its closing message, then record the rank it names (if it has no record)."""
-    named = mpirun_failed_rank(processes.finished_output(0))
+def record_mpirun_failure(output: str, failures: RankFailures) -> None:
+    """mpirun failed with ``output``: record the rank its closing message names, on this host (if it has no record)."""
+    named = mpirun_failed_rank(output)
     if named is not None:
-        failures.record(named[0], DIED, named[1], replace=False)
+        failures.record(named.rank, DIED, named.text, replace=False)
 
 
 def _verbose(settings: Horovod, message: str, *args: Any) -> None:

@@ -17,12 +17,13 @@ from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
 from . import _shims
-from .failures import LauncherStopped, RankFailures, RankLostError, job_failures
+from .errors import LauncherStopped, RankLostError
+from .failures import RankFailures, job_failures
 from .flyte_context import FlyteRankContext
 from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
 from .rank import current_rank, launched_rank, launched_size, start_liveness, start_rank
-from .settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within
+from .settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within, whole_number
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -32,9 +33,10 @@ logger = logging.getLogger("flytekitplugins.horovod")
 HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
 
 
-def check_job(config: Any, counts: Dict[str, Any]) -> None:
-    """What kfmpi's configs leave unchecked: ``launcher.replicas`` defaults to 1 (kfmpi requires it set), the
-    settings are a ``Horovod``, and every replica or slot count is None (unset) or a whole number >= 1."""
+def fill_job_defaults(config: Any, counts: Dict[str, Any]) -> None:
+    """Fill in and check what kfmpi's configs leave to the user: ``launcher.replicas`` is set to 1 where unset (kfmpi
+    requires it set); ``HorovodConfigError`` unless the settings are a ``Horovod`` and every replica or slot count
+    (and each of ``counts``) is None (unset) or a whole number >= 1."""
     if config.launcher.replicas is None and config.num_launcher_replicas is None:
         config.launcher.replicas = 1
     if not isinstance(config.horovod, Horovod):
@@ -42,7 +44,7 @@ def check_job(config: Any, counts: Dict[str, Any]) -> None:
                                  f"{type(config.horovod).__name__}")
     for name, value in {"worker.replicas": config.worker.replicas, "num_workers": config.num_workers,
                         "launcher.replicas": config.launcher.replicas, "slots": config.slots, **counts}.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and not whole_number(value, at_least=1):
             raise HorovodConfigError(f"{name}={value!r}: must be a whole number, at least 1")
 
 
@@ -58,7 +60,7 @@ class MPIJob(kfmpi.MPIJob):
     horovod: Horovod = field(default_factory=Horovod)
 
     def __post_init__(self):
-        check_job(self, {})
+        fill_job_defaults(self, {})
 
     @property
     def num_ranks(self) -> int:

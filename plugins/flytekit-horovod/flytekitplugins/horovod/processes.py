@@ -17,6 +17,7 @@ from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 from horovod.runner.common.util.safe_shell_exec import GRACEFUL_TERMINATION_TIME_S, prefix_connection
 
+from .classify import describe_status
 from .rank_output import RankOutput
 
 PARENT_PID_ENV = "FLYTE_HOROVOD_PARENT_PID"  # the launcher of a rank process; the rank exits when it is gone
@@ -69,16 +70,6 @@ class _Tee:
     def flush(self) -> None:
         with contextlib.suppress(Exception):
             getattr(sys, self.stream).flush()
-
-
-def describe_status(code: int) -> str:
-    """``exited with status 3`` or ``was killed by SIGKILL`` for a ``Popen.returncode``."""
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
 
 
 class Processes:

@@ -15,7 +15,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
-from .failures import LOST, RankFailures, this_host
+from .classify import LOST
+from .failures import RankFailures, this_host
 from .flyte_context import FlyteRankContext
 from .liveness import Liveness, LostRank
 from .processes import die_with_launcher

@@ -7,23 +7,16 @@ Lines arrive as Horovod's launchers write them, prefixed by rank: ``[1]<stdout>:
 
 import contextlib
 import os
-import re
 import sys
 import tempfile
 import threading
 import time
 from typing import Optional
 
+from .classify import NO_SPACE, rank_of
+
 VERBOSE_ENV = "FLYTE_HOROVOD_VERBOSE"  # "1": every rank's output on the console too
 LOG_DIR_NAME = "horovod-logs"  # under a Flyte task's working directory: the ranks' logs of that task
-_RANK = re.compile(r"\[(?:\d+,)?(\d+)\]<std(?:out|err)>:")
-NO_SPACE = "No space left on device"  # ENOSPC's text, as Python and TensorFlow print it
-
-
-def rank_of(line: str) -> Optional[int]:
-    """The rank a launcher's output line comes from, or None for a line of no rank."""
-    found = _RANK.match(line)
-    return int(found.group(1)) if found else None
 
 
 class RankOutput:

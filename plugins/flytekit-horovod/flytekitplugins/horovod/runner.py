@@ -4,7 +4,7 @@ import tempfile
 from typing import Any, Callable, Optional
 
 from .local_launcher import run_local
-from .settings import Horovod, HorovodConfigError
+from .settings import Horovod, HorovodConfigError, whole_number
 from .spark import current_horovod_spark, prepare_local_session
 from .spark_launcher import run_on_spark
 
@@ -20,7 +20,7 @@ class HorovodRunner:
     """
 
     def __init__(self, np: int, settings: Optional[Horovod] = None):
-        if isinstance(np, bool) or not isinstance(np, int) or np == 0:
+        if not whole_number(np) or np == 0:
             raise HorovodConfigError(f"HorovodRunner(np={np!r}): np must be a whole number, > 0 for ranks as Spark "
                                      "tasks, < 0 for local processes")
         if settings is not None and not isinstance(settings, Horovod):

@@ -22,6 +22,12 @@ class HorovodConfigError(ValueError):
     """A Horovod setting has a value Horovod cannot use."""
 
 
+def whole_number(value: Any, at_least: Optional[int] = None) -> bool:
+    """Whether ``value`` is a whole number (an ``int``; ``True`` and ``2.0`` are not) of at least ``at_least``: the
+    check of every count (ranks, replicas, slots, epochs)."""
+    return isinstance(value, int) and not isinstance(value, bool) and (at_least is None or value >= at_least)
+
+
 @dataclass(frozen=True)
 class _Knob:
     """How one field reaches Horovod: its environment variable, its horovodrun flag, how a value is written."""

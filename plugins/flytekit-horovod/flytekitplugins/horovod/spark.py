@@ -17,13 +17,14 @@ from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
 from . import _shims
+from .classify import rank_of
 from .disk_full import disk_full_error
-from .failures import lost_in_horovod_launcher
+from .errors import lost_in_horovod_launcher
 from .horovod_deck import add_horovod_deck
 from .interrupt import stops_spark_on_interrupt
 from .rank import import_path
-from .rank_output import RankOutput, log_dir, rank_of
-from .settings import Horovod, HorovodConfigError
+from .rank_output import RankOutput, log_dir
+from .settings import Horovod, HorovodConfigError, whole_number
 from .spark_launcher import horovod_spark_options, run_on_spark, spark_slots
 
 logger = logging.getLogger("flytekitplugins.horovod")
@@ -44,7 +45,7 @@ class HorovodSpark(Spark):
 
     def __post_init__(self):
         super().__post_init__()
-        if isinstance(self.num_proc, bool) or not isinstance(self.num_proc, int) or self.num_proc < 1:
+        if not whole_number(self.num_proc, at_least=1):
             raise HorovodConfigError(f"HorovodSpark(num_proc={self.num_proc!r}): needs a whole number of Horovod "
                                      "ranks, at least one")
         if not isinstance(self.horovod, Horovod):

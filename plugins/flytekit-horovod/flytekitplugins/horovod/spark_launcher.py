@@ -23,9 +23,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import cloudpickle
 
-from . import _shims, failures as failures_module, gloo as gloo_module, processes as processes_module
-from . import rank as rank_module
-from .failures import DIED, RankFailures, record_failure
+from . import _shims
+from . import classify as classify_module, failures as failures_module, gloo as gloo_module
+from . import processes as processes_module, rank as rank_module
+from .classify import DIED
+from .failures import RankFailures, record_failure
 from .gloo import (PLAN_SCOPE, default_interface, host_plan, interface_of, loopback_interface, rank_env,
                    start_rendezvous, stop_soon)
 from .processes import PARENT_PID_ENV, SETTLE_S, Processes
@@ -191,9 +193,10 @@ def _protocols(fs) -> Tuple[str, ...]:
 
 _BY_VALUE_LOCK = threading.Lock()
 # What the barrier tasks run: pickled by value, so a Spark worker runs it without importing this package (which
-# imports flytekit: a second in every new Spark Python worker). None of these modules imports flytekit at the top,
-# and the barrier code refers to their functions by name, never to a module object (that would pickle it whole).
-_BY_VALUE = (sys.modules[__name__], gloo_module, processes_module, rank_module, failures_module)
+# imports flytekit: a second in every new Spark Python worker). None of these modules imports flytekit at the top
+# (tests/plugin/test_no_flytekit.py), and the barrier code refers to their functions by name, never to a module
+# object (that would pickle it whole).
+_BY_VALUE = (sys.modules[__name__], gloo_module, processes_module, rank_module, failures_module, classify_module)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from .quiet_store import QuietStore
-from .settings import HorovodConfigError
+from .settings import HorovodConfigError, whole_number
 from .spark import current_horovod_spark, spark_checkpoint_url
 
 FOLDER = "torch-estimator"  # under the task's Flyte checkpoint
@@ -97,7 +97,7 @@ def spark_torch_resume(epochs: int, name: str = "store", num_proc: Optional[int]
     import flytekit
     import torch
 
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+    if not whole_number(epochs, at_least=1):
         raise HorovodConfigError(f"spark_torch_resume(epochs={epochs!r}): needs a whole number of epochs, at least 1")
     horovod = current_horovod_spark()
     url = spark_checkpoint_url()

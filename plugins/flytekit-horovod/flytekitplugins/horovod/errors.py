@@ -1,0 +1,61 @@
+"""The errors a Horovod task raises for its ranks' failures (which failure is which: ``classify``):
+
+- ``RankFailedError``: the task body raised in a rank (a user error: retrying will not help);
+- ``RankLostError`` (a ``FlyteRecoverableException``, so Flyte's ``retries`` re-run the task): a rank was killed or
+  died without an exception (signal, OOM killer, native crash), its host or link was lost, the ranks never met
+  (rendezvous timeout), or the body raised ``FlyteRecoverableException`` itself;
+- ``LauncherStopped``: this rank was stopped by its launcher, as a consequence of another rank's failure;
+- ``InterruptedByUser``: Ctrl-C, no failure at all.
+"""
+
+from typing import Optional
+
+from flytekit.exceptions.user import FlyteRecoverableException
+
+from .classify import spark_rank_killed
+
+
+class RankFailedError(RuntimeError):
+    """The task body raised in a Horovod rank; the message names the rank, its host and carries its traceback."""
+
+    def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None,
+                 timestamp: Optional[float] = None):
+        super().__init__(message)
+        self.rank, self.host, self.timestamp = rank, host, timestamp
+
+
+class RankLostError(FlyteRecoverableException):
+    """A Horovod rank was lost (killed, crashed, host or network gone, never met its peers): Flyte may retry.
+
+    Its timestamp is when the rank failed, so Flyte's "earliest error" strategy for distributed tasks (flyte RFC
+    5598) picks it over the echoes of other ranks."""
+
+    def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None,
+                 timestamp: Optional[float] = None):
+        super().__init__(message, timestamp=timestamp)
+        self.rank, self.host = rank, host
+
+    def __str__(self) -> str:  # FlyteException's str() wraps the message as "error=..."; keep it readable
+        return self.args[0]
+
+
+class InterruptedByUser(RuntimeError):
+    """The user interrupted the run (Ctrl-C): no rank failed, and whether to run it again is the user's call."""
+
+    def __init__(self, what: str):
+        super().__init__(f"interrupted by the user (Ctrl-C): {what}")
+
+
+class LauncherStopped(FlyteRecoverableException):
+    """This rank was stopped by its launcher (SIGTERM): ``horovodrun`` and ``mpirun`` stop every rank when one
+    failed or was lost, so it is a consequence, and a retry may succeed."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def lost_in_horovod_launcher(exc: BaseException) -> Optional[RankLostError]:
+    """A ``RankLostError`` for Horovod's launcher error about a rank ended by a signal (the OOM killer, a lost
+    executor); None for any other error (a rank that raised exits with 1)."""
+    killed = spark_rank_killed(str(exc))
+    return None if killed is None else RankLostError(killed[1], rank=killed[0])
