@@ -22,11 +22,12 @@ from flytekitplugins.horovod.processes import Processes
 
 HOST = "vm (192.0.2.2)"
 SHUT_DOWN = ("Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to "
-             "allreduce, allgather or broadcast a tensor after one of the ranks finished execution. If the shutdown was "
-             "caused by an exception, you should see the exception in the log before the first shutdown message.")
+             "allreduce, allgather or broadcast a tensor after one of the ranks finished execution. If the shutdown "
+             "was caused by an exception, you should see the exception in the log before the first shutdown message.")
 # rank 0's record whenever rank 1 failed first (its last lines)
 ECHO_RECORD = (0, ECHO, '  File ".../horovod/torch/mpi_ops.py", line 1290, in synchronize\n'
-                        f"    raise HorovodInternalError(e)\nhorovod.common.exceptions.HorovodInternalError: {SHUT_DOWN}\n")
+                        "    raise HorovodInternalError(e)\n"
+                        f"horovod.common.exceptions.HorovodInternalError: {SHUT_DOWN}\n")
 RAISED_RECORD = (1, RAISED, 'Traceback (most recent call last):\n  File "/tmp/rec/record.py", line 22, in body\n'
                             '    if how == "raise": raise ValueError("rank one cannot go on")\n'
                             "ValueError: rank one cannot go on\n")
