@@ -192,6 +192,26 @@ def test_a_rank_that_filled_the_disk_is_named_with_the_path(line, rank):
     assert classify.rank_of("Process 1 exit with status code 1.") is None  # the launcher's own line
 
 
+@pytest.mark.parametrize("marker", classify.ECHO_MARKERS)
+def test_every_echo_marker_makes_an_echo(marker):
+    assert classify.exception_kind(RuntimeError(f"... {marker} ...")) == ECHO
+
+
+@pytest.mark.parametrize("text, path", [
+    # recorded: Python's open() on a full tmpfs, TensorFlow's tf.io.write_file on one (64 KB)
+    ("OSError: [Errno 28] No space left on device: '/tmp/rec/fullfs/checkpoint-3.h5'",
+     "/tmp/rec/fullfs/checkpoint-3.h5"),
+    ("ResourceExhaustedError: {{function_node __wrapped__WriteFile_device_/job:localhost/replica:0/task:0/device:CPU:0"
+     "}} /tmp/rec/tffull/weights.bin; No space left on device [Op:WriteFile]", "/tmp/rec/tffull/weights.bin"),
+    # Spark's Parquet writer names the file in its first line and the full disk far below
+    ("org.apache.spark.SparkException: Task failed while writing rows to file:/data/prepared/part-00000.parquet.\n"
+     "Caused by: java.io.IOException: No space left on device", "/data/prepared/part-00000.parquet"),
+    ("OSError: [Errno 28] No space left on device", "(path not given)"),
+], ids=["python", "tensorflow", "spark", "no-path"])
+def test_a_full_disks_path_is_found_in_each_frameworks_words(text, path):
+    assert classify.no_space_path(text) == path
+
+
 def test_ctrl_c_is_the_users_not_a_failure():
     error = interrupted(Processes())
     assert isinstance(error, InterruptedByUser) and not isinstance(error, FlyteRecoverableException)
