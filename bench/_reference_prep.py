@@ -14,10 +14,7 @@ unknown, float32 continuous columns) are ours, so that both outputs can be compa
 
 from __future__ import annotations
 
-import math
 import os
-import shutil
-import uuid
 
 from pyspark import Row, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -26,9 +23,11 @@ from pyspark.sql import types as T
 
 from rossmann.data import RawData
 from rossmann.dates import backtest_window
+from rossmann.encoding import _vocab_key
 from rossmann.features import (BACKTEST, CATEGORICAL_COLS, CONTINUOUS_COLS, COUNTER_HORIZON, EVENT_COLS, LABEL_COL,
-                               _replace_dir, _row_groups, _vocab_key, _write_metadata, add_competition_features,
-                               add_date_parts, add_promo2_features, add_store_crosses, join_sources)
+                               add_competition_features, add_date_parts, add_promo2_features, add_store_crosses,
+                               join_sources)
+from rossmann.prepared import write_prepared
 
 
 def _is_event(value) -> bool:
@@ -137,17 +136,10 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, min_row_groups: int
                 "label_col": LABEL_COL, "rows": {s: counts[s] for s in columns},
                 "backtest_window": [val_start.isoformat(), val_end.isoformat()],
                 "test_window": [test_start.isoformat(), test_end.isoformat()]}
-    tmp = os.path.join(os.path.dirname(out_dir), f".{os.path.basename(out_dir)}.tmp-{uuid.uuid4().hex[:8]}")
     try:
-        for name, cols in columns.items():
-            path = os.path.join(tmp, name)
-            parts = max(min_row_groups, math.ceil(counts[name] / 200_000))
-            encoded.filter(F.col("_split") == name).select(*cols).repartition(parts).write.parquet(path)
-            assert _row_groups(path) >= min_row_groups
-        _write_metadata(os.path.join(tmp, "metadata.json"), metadata)
-        _replace_dir(tmp, out_dir)
+        write_prepared({name: encoded.filter(F.col("_split") == name).select(*cols) for name, cols in columns.items()},
+                       metadata, out_dir, min_row_groups)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
         df.unpersist()
         joined.unpersist()
     return metadata

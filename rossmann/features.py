@@ -7,15 +7,10 @@ the model, training and prediction code reads). Each step is a small function on
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import math
 import os
-import shutil
 import time
-import uuid
 
-import pyarrow.parquet as pq
 from flytekitplugins.horovod.disk_full import names_a_full_disk
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -23,6 +18,8 @@ from pyspark.sql import functions as F
 
 from rossmann.data import RawData, RossmannDataError
 from rossmann.dates import backtest_window
+from rossmann.encoding import build_vocab, encode
+from rossmann.prepared import check_output_dir, write_prepared
 
 log = logging.getLogger(__name__)
 
@@ -171,45 +168,6 @@ def features(df: DataFrame, raw: RawData, hidden_from_backtest: Column | None = 
     return add_promo2_features(df)
 
 
-# --- vocabularies and encoding --------------------------------------------------------------------------
-
-def _vocab_key(value: str) -> tuple[int, float, str]:
-    try:
-        return 0, float(value), value
-    except ValueError:
-        return 1, 0.0, value
-
-
-def build_vocab(df: DataFrame, cols: list[str]) -> dict[str, list[str]]:
-    """Distinct non-null values of each column as strings, numbers in numeric order, in one pass."""
-    row = df.agg(*[F.collect_set(F.col(c).cast("string")).alias(c) for c in cols]).first()
-    return {c: sorted(row[c], key=_vocab_key) for c in cols}
-
-
-def encode(df: DataFrame, vocab: dict[str, list[str]], continuous: list[str]) -> DataFrame:
-    """Categoricals to int32 indices (value i of the vocabulary -> i + 1; unknown or null -> 0),
-    continuous columns to float32 (null -> 0)."""
-    for col, values in vocab.items():
-        df = df.withColumn(col, F.coalesce(_lookup(F.col(col), values), F.lit(0)).cast("int"))
-    for col in continuous:
-        df = df.withColumn(col, F.coalesce(F.col(col).cast("float"), F.lit(0.0).cast("float")))
-    return df
-
-
-def _lookup(col: Column, values: list[str]) -> Column:
-    """Index (from 1) of `col` in `values`, null if absent: an array lookup for a compact range of
-    integers (constant time), else a map lookup (Spark scans a literal map's keys)."""
-    ints = [int(v) for v in values] if all(v.lstrip("-").isdigit() for v in values) else []
-    if ints and ints[-1] - ints[0] < 100_000:
-        table = [0] * (ints[-1] - ints[0] + 1)
-        for i, v in enumerate(ints, 1):
-            table[v - ints[0]] = i
-        pos = col.cast("long") - ints[0] + 1
-        found = F.element_at(F.array(*[F.lit(i) for i in table]), pos.cast("int"))
-        return F.when(pos.between(1, len(table)) & (found > 0), found)
-    return F.create_map(*[F.lit(x) for i, v in enumerate(values, 1) for x in (v, i)])[col.cast("string")]
-
-
 # --- prepare --------------------------------------------------------------------------------------------
 
 SPLIT_COLUMNS = {
@@ -259,7 +217,7 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float 
     `out_dir` and renamed at the end, so a failure leaves nothing behind."""
     started = time.time()
     out_dir = os.path.abspath(out_dir)
-    _check_output_dir(out_dir)
+    check_output_dir(out_dir)
     spark.sparkContext.setJobDescription(f"rossmann prepare {out_dir}")  # names its jobs in the Spark UI
     test_window = tuple(raw.test.agg(F.min("Date"), F.max("Date")).first())
     backtest = backtest_window(raw.train.agg(F.max("Date")).first()[0], test_window)
@@ -297,28 +255,9 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float 
 
 @names_a_full_disk  # a recoverable error naming the path, not Spark's "An error occurred while calling o5445.parquet"
 def _write(df: DataFrame, metadata: dict, out_dir: str, min_row_groups: int) -> None:
-    """Each split as Parquet (one file, hence at least one row group, per partition), then metadata.json,
-    into a temporary folder that replaces `out_dir` once complete."""
-    tmp = os.path.join(os.path.dirname(out_dir), f".{os.path.basename(out_dir)}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        for name, cols in SPLIT_COLUMNS.items():
-            rows = metadata["rows"][name]
-            path = os.path.join(tmp, name)
-            parts = max(min_row_groups, math.ceil(rows / 200_000))
-            df.filter(F.col("_split") == name).select(*cols).repartition(parts).write.parquet(path)
-            groups = _row_groups(path)
-            if groups < min_row_groups:
-                raise RuntimeError(f"{path}: {groups} row groups written, {min_row_groups} needed")
-            log.info("wrote %s: %d rows, %d row groups", name, rows, groups)
-        _write_metadata(os.path.join(tmp, "metadata.json"), metadata)
-        _replace_dir(tmp, out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _check_output_dir(out_dir: str) -> None:
-    if os.path.isdir(out_dir) and os.listdir(out_dir) and not os.path.isfile(os.path.join(out_dir, "metadata.json")):
-        raise FileExistsError(f"{out_dir} exists and is not an earlier prepare() output; not overwriting it")
+    """Each split's columns of the encoded rows, and metadata.json, as the prepared-data directory `out_dir`."""
+    splits = {name: df.filter(F.col("_split") == name).select(*cols) for name, cols in SPLIT_COLUMNS.items()}
+    write_prepared(splits, metadata, out_dir, min_row_groups)
 
 
 def _check_counts(counts: dict[str, int], raw: RawData, window: tuple[dt.date, dt.date], min_rows: int) -> None:
@@ -331,21 +270,3 @@ def _check_counts(counts: dict[str, int], raw: RawData, window: tuple[dt.date, d
             raise RossmannDataError(os.path.join(raw.data_dir, file), "Date",
                                     f"{counts.get(name, 0)} {what}; at least {min_rows} needed")
 
-
-def _row_groups(path: str) -> int:
-    files = [os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet")]
-    return sum(pq.ParquetFile(f).num_row_groups for f in files)
-
-
-def _write_metadata(path: str, metadata: dict) -> None:
-    with open(path, "w") as f:
-        json.dump(metadata, f, indent=1)
-
-
-def _replace_dir(tmp: str, out_dir: str) -> None:
-    """Move `tmp` to `out_dir`, replacing an empty folder or an earlier output."""
-    if os.path.isdir(out_dir):
-        old = f"{tmp}.old"
-        os.rename(out_dir, old)
-        shutil.rmtree(old)
-    os.rename(tmp, out_dir)

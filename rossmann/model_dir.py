@@ -8,16 +8,16 @@
 """
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rossmann.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -37,22 +37,6 @@ def framework(model_dir: str | os.PathLike) -> str:
     if (path / KERAS_MODEL).is_dir() or (path / "saved_model.pb").is_file():
         return "keras"
     raise FileNotFoundError(f"{path}: no model (neither {KERAS_MODEL}/ nor {TORCH_MODEL}); is it a model directory?")
-
-
-def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` whole: into a hidden temporary file beside it, then renamed over it."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException as err:
-        os.unlink(tmp)
-        if isinstance(err, OSError) and err.errno == errno.ENOSPC and not err.filename:  # name the file
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from err
-        raise
-    return path
 
 
 def plain_history(history: Mapping[str, Sequence[float]]) -> History:
@@ -76,3 +60,9 @@ def write_history_and_metrics(out_dir: str | os.PathLike, history: Mapping[str, 
     atomic_write(out / METRICS, json.dumps(metrics, indent=1))
     log.info("wrote %s: %s", out, metrics)
     return metrics
+
+
+def load_training_outputs(model_dir: str | os.PathLike) -> tuple[History, dict[str, Any]]:
+    """history.json and metrics.json of a model directory."""
+    model_dir = Path(model_dir)
+    return json.loads((model_dir / HISTORY).read_text()), json.loads((model_dir / METRICS).read_text())

@@ -1,7 +1,10 @@
-"""Reading the prepared-data directory (metadata.json + train/val/test Parquet) for training and prediction."""
+"""The prepared-data directory (metadata.json + train/val/test Parquet): written whole by ``rossmann.features.prepare``,
+read for training and prediction."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,16 +14,50 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rossmann.atomic import replaced_whole
+
+log = logging.getLogger(__name__)
+
 Metadata = Mapping[str, Any]
 # Per continuous column: (mean, variance) over the training split.
 ContinuousStats = dict[str, tuple[float, float]]
+METADATA = "metadata.json"
+ROWS_PER_FILE = 200_000  # at most, about: more rows make more files (and row groups) than min_row_groups
+
+
+def check_output_dir(out_dir: str | os.PathLike) -> None:
+    """Refuse to replace a folder that holds files but is not a prepared-data directory (FileExistsError)."""
+    if os.path.isdir(out_dir) and os.listdir(out_dir) and not os.path.isfile(os.path.join(out_dir, METADATA)):
+        raise FileExistsError(f"{out_dir} exists and is not an earlier prepare() output; not overwriting it")
+
+
+def write_prepared(splits: Mapping[str, Any], metadata: Metadata, out_dir: str | os.PathLike,
+                   min_row_groups: int) -> None:
+    """Write each split (a Spark DataFrame; one file, hence at least one row group, per partition) as Parquet, then
+    metadata.json, into a folder that replaces ``out_dir`` once complete (``rossmann.atomic``); RuntimeError if a
+    split has fewer than ``min_row_groups`` row groups (one per reading rank at least)."""
+    check_output_dir(out_dir)
+    with replaced_whole(out_dir) as tmp:
+        for name, df in splits.items():
+            rows, path = metadata["rows"][name], os.path.join(tmp, name)
+            df.repartition(max(min_row_groups, math.ceil(rows / ROWS_PER_FILE))).write.parquet(path)
+            groups = len(parquet_pieces(path))
+            if groups < min_row_groups:
+                raise RuntimeError(f"{path}: {groups} row groups written, {min_row_groups} needed")
+            log.info("wrote %s: %d rows, %d row groups", name, rows, groups)
+        _write_metadata(os.path.join(tmp, METADATA), metadata)
+
+
+def _write_metadata(path: str, metadata: Metadata) -> None:
+    with open(path, "w") as f:
+        json.dump(metadata, f, indent=1)
 
 
 def load_metadata(prepared_dir: str | os.PathLike) -> dict[str, Any]:
     """The prepared directory's metadata.json."""
-    path = os.path.join(prepared_dir, "metadata.json")
+    path = os.path.join(prepared_dir, METADATA)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no metadata.json; is {prepared_dir} a prepared-data directory?")
+        raise FileNotFoundError(f"{path}: no {METADATA}; is {prepared_dir} a prepared-data directory?")
     with open(path) as f:
         return json.load(f)
 

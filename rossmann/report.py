@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from rossmann.atomic import atomic_write
+from rossmann.model_dir import METRICS
 from rossmann.synthetic import TEST_TRUTH
 
 SYNTHETIC_REPORT = "synthetic_report.json"  # written next to generated CSVs, carried into the prepared data
@@ -55,7 +57,7 @@ def add_scores(model_dir: str | os.PathLike, prepared_dir: str | os.PathLike,
                test_scores: dict[str, float] | None) -> dict[str, Any]:
     """Record in the model's metrics.json the perfect model's backtest RMSPE (synthetic data) and the test
     scores, each with its ratio to the perfect model's; return the metrics."""
-    path = Path(model_dir) / "metrics.json"
+    path = Path(model_dir) / METRICS
     metrics = json.loads(path.read_text())
     synthetic = Path(prepared_dir) / SYNTHETIC_REPORT
     if synthetic.exists():
@@ -65,9 +67,7 @@ def add_scores(model_dir: str | os.PathLike, prepared_dir: str | os.PathLike,
         metrics.update(test_scores)
         metrics["test_over_perfect"] = metrics["test_rmspe"] / metrics["test_perfect_rmspe"]
         metrics["backtest_over_test"] = metrics["backtest_rmspe"] / metrics["test_rmspe"]
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(metrics, indent=1))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(metrics, indent=1))
     return metrics
 
 
@@ -119,8 +119,3 @@ def _epoch_table(history: dict[str, list[float]]) -> str:
                    for i in range(len(history.get("loss", []))))
     return f"<table><tr><th>epoch</th>{head}</tr>{rows}</table>"
 
-
-def load_training_outputs(model_dir: str | os.PathLike) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """history.json and metrics.json of a model directory."""
-    model_dir = Path(model_dir)
-    return json.loads((model_dir / "history.json").read_text()), json.loads((model_dir / "metrics.json").read_text())

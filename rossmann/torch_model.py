@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from rossmann.atomic import replaced_whole
 from rossmann.hyperparameters import CLIP, L2
 from rossmann.metrics import rmspe_scale
 from rossmann.model_dir import TORCH_MODEL
@@ -121,8 +122,7 @@ def calibrate_for_rmspe(model: RossmannNet, rows: pd.DataFrame, metadata: Metada
 def save_torchscript(model: RossmannNet, out_dir: str | os.PathLike) -> Path:
     """Write ``model.pt`` (TorchScript, dropout off) into ``out_dir`` whole; return its path."""
     path = Path(out_dir) / TORCH_MODEL
-    tmp = path.with_name(f".{TORCH_MODEL}.{os.getpid()}")
     model.eval()
-    torch.jit.save(torch.jit.script(model), str(tmp))
-    os.replace(tmp, path)
+    with replaced_whole(path) as tmp:
+        torch.jit.save(torch.jit.script(model), str(tmp))
     return path

@@ -25,19 +25,12 @@ from rossmann.hyperparameters import BATCH_SIZE, DROPOUT, EPOCHS, HIDDEN, LEARNI
 from rossmann.metrics import SCORED_LOG_SALES, rmspe
 from rossmann.model_dir import History, write_history_and_metrics
 from rossmann.prepared import continuous_stats, count_rows, feature_cols, load_metadata, read_split
+from rossmann.schedule import MONITOR, epoch_line, half_cosine
 from rossmann.torch_model import (EPSILON, build_torch_model, calibrate_for_rmspe, fill_untrained_embeddings,
                                   predict_log_sales, save_torchscript, torch_inputs)
 from rossmann.train_state import TrainState, reading, replace_current, resume
 
 log = logging.getLogger(__name__)
-
-MONITOR = "val_exp_rmspe"  # the saved model is the epoch where this was lowest
-
-
-def half_cosine(epoch: int, epochs: int) -> float:
-    """The learning-rate multiplier of an epoch (0-based): 1 at the first, down along a half cosine."""
-    return 0.5 * (1.0 + math.cos(math.pi * epoch / epochs))
-
 
 def batch_exp_rmspe(log_pred: torch.Tensor, log_true: torch.Tensor) -> float:
     """RMSPE of a batch from log sales, rows with log sales <= SCORED_LOG_SALES ignored (the Keras metric's twin)."""
@@ -66,7 +59,8 @@ def _read_checkpoint(current: Path) -> tuple[dict[str, Any], dict[str, torch.Ten
         return last, torch.load(current / "best.pt", weights_only=True)
 
 
-def train_rank_torch(  # the knobs of rossmann.train.train_rank, its Keras twin, where they mean the same
+# train_rank's parameters on purpose (a twin): the same call trains either framework's model
+def train_rank_torch(
     prepared_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     epochs: int = EPOCHS,
@@ -161,8 +155,7 @@ def train_rank_torch(  # the knobs of rossmann.train.train_rank, its Keras twin,
             state.best, state.best_epoch, best = epoch_metrics[MONITOR], epoch, copy.deepcopy(model.state_dict())
         state.epochs_done, state.history = epoch + 1, history
         if rank == 0:
-            print(f"rank 0: epoch {epoch + 1}/{epochs}: loss {loss_mean:.4f}, backtest RMSPE "
-                  f"{epoch_metrics[MONITOR]:.4f}, {time.time() - began:.1f} s", flush=True)
+            print(epoch_line(epoch + 1, epochs, loss_mean, epoch_metrics[MONITOR], time.time() - began), flush=True)
             if checkpoint_dir is not None:
                 _save_checkpoint(Path(checkpoint_dir), state, model, optimizer, best)
                 if checkpoint_saved is not None:

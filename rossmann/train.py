@@ -13,16 +13,12 @@ Both write the model directory of `rossmann.model_dir`; `rossmann.torch_train` i
 """
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
 import shutil
-import tempfile
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,100 +26,22 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from rossmann.checkpoint import (EpochCheckpoint, KeepBest, TrainState, copy_checkpoint, read_checkpoint, restore,
-                                 resume)
+from rossmann.atomic import replaced_whole
+from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, read_checkpoint, restore, resume
 from rossmann.hyperparameters import BATCH_SIZE, DROPOUT, EPOCHS, HIDDEN, LEARNING_RATE
 from rossmann.metrics import rmspe
 from rossmann.model import (CUSTOM_OBJECTS, LOSS, build_model, calibrate_for_rmspe, compile_model, exp_rmspe,
                             fill_untrained_embeddings, make_optimizer)
+from rossmann.keras_callbacks import PublishedCheckpoint, SaveWhenTrainingEnds, schedule_callbacks
 from rossmann.model_dir import KERAS_MODEL, History, plain_history, write_history_and_metrics
 from rossmann.predict import predict_log_sales
 from rossmann.prepared import (Metadata, continuous_stats, count_rows, feature_cols, load_metadata, model_inputs,
                                read_split)
+from rossmann.schedule import MONITOR
 
 log = logging.getLogger(__name__)
 
 VAL_BATCH_SIZE = 8192
-MONITOR = "val_exp_rmspe"  # the saved model is the epoch where this was lowest
-
-
-class EpochLogger(tf.keras.callbacks.Callback):
-    """Prints one line per epoch on rank 0: loss, backtest RMSPE and seconds (put it after Horovod's
-    MetricAverageCallback, so that the numbers are every rank's average). ``first_epoch``: epochs a previous
-    attempt finished, where Keras counts this fit's epochs from 0 (the Estimator has no ``initial_epoch``)."""
-
-    def __init__(self, epochs: int, first_epoch: int = 0):
-        super().__init__()
-        self.epochs, self.first_epoch, self.started = epochs, first_epoch, 0.0
-
-    def on_epoch_begin(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
-        self.started = time.time()
-
-    def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
-        import horovod.tensorflow.keras as hvd
-
-        if hvd.rank() == 0:
-            logs = logs or {}
-            print(f"rank 0: epoch {self.first_epoch + epoch + 1}/{self.epochs}: loss {logs.get('loss', math.nan):.4f}, backtest RMSPE "
-                  f"{logs.get(MONITOR, math.nan):.4f}, {time.time() - self.started:.1f} s", flush=True)
-
-
-@dataclass(frozen=True)
-class HalfCosine:
-    """Learning-rate multiplier of an epoch: from 1 at the first epoch down along a half cosine (picklable,
-    for Horovod's LearningRateScheduleCallback on the Estimator's workers); epochs counted after ``first_epoch``."""
-
-    epochs: int
-    first_epoch: int = 0
-
-    def __call__(self, epoch: float) -> float:
-        return 0.5 * (1.0 + math.cos(math.pi * (self.first_epoch + epoch) / self.epochs))
-
-
-def schedule_callbacks(learning_rate: float, ranks: int, epochs: int,
-                       first_epoch: int = 0) -> list[tf.keras.callbacks.Callback]:
-    """The per-epoch learning-rate schedule (of the rank-scaled rate) and the epoch log line; ``first_epoch`` for a
-    fit that Keras numbers from 0 although it goes on after that many epochs."""
-    from horovod.tensorflow.keras.callbacks import LearningRateScheduleCallback
-
-    return [LearningRateScheduleCallback(initial_lr=learning_rate * ranks, multiplier=HalfCosine(epochs, first_epoch)),
-            EpochLogger(epochs, first_epoch)]
-
-
-class SaveWhenTrainingEnds(tf.keras.callbacks.ModelCheckpoint):
-    """The Estimator's checkpoint callback (the model it returns): saved once, when training ends, so after KeepBest
-    put back the best epoch's weights, which may be from a previous attempt (BestModelCheckpoint sees one fit)."""
-
-    def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
-        pass
-
-    def on_train_end(self, logs: Mapping[str, float] | None = None) -> None:
-        self.model.save(self.filepath, overwrite=True)
-
-
-class PublishedCheckpoint(EpochCheckpoint):
-    """The per-epoch checkpoint of an Estimator's ranks: written by rank 0 into a local folder of its own, then
-    copied to ``url`` (the task's Flyte checkpoint, which these processes reach without flytekit)."""
-
-    def __init__(self, url: str, keep_best: KeepBest, state: TrainState, first_epoch: int = 0,
-                 scratch_dir: str | None = None):
-        # chosen here, so the driver can remove it if rank 0 dies; made by rank 0's first save
-        local = Path(scratch_dir or tempfile.gettempdir()).resolve() / f"rossmann-checkpoint-{uuid.uuid4().hex}"
-        super().__init__(local, keep_best, state, functools.partial(copy_checkpoint, url=url), first_epoch)
-
-    def on_epoch_end(self, epoch: int, logs: Mapping[str, float] | None = None) -> None:
-        if _rank() == 0:
-            super().on_epoch_end(epoch, logs)
-
-    def on_train_end(self, logs: Mapping[str, float] | None = None) -> None:
-        if _rank() == 0:  # every rank has this path; another may end while rank 0 still saves its last epoch
-            shutil.rmtree(self.directory, ignore_errors=True)  # its copy at the url is the checkpoint
-
-
-def _rank() -> int:
-    import horovod.tensorflow.keras as hvd
-
-    return hvd.rank()
 
 
 def save_training_outputs(
@@ -135,14 +53,8 @@ def save_training_outputs(
     """Write model/, history.json and metrics.json under out_dir (each replaced whole); return the metrics."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tmp_model = Path(tempfile.mkdtemp(dir=out, prefix=".model."))
-    try:
-        model.save(str(tmp_model), save_format="tf", include_optimizer=False)  # no Horovod ops in the graph
-        if (out / KERAS_MODEL).exists():
-            shutil.rmtree(out / KERAS_MODEL)
-        os.replace(tmp_model, out / KERAS_MODEL)
-    finally:
-        shutil.rmtree(tmp_model, ignore_errors=True)
+    with replaced_whole(out / KERAS_MODEL) as tmp:
+        model.save(str(tmp), save_format="tf", include_optimizer=False)  # no Horovod ops in the graph
     return write_history_and_metrics(out, history, {"framework": "keras", **extra_metrics})
 
 

@@ -14,12 +14,12 @@ import json
 import logging
 import math
 import os
-import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+from rossmann.atomic import replaced_whole
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +81,11 @@ def resume(directory: str | os.PathLike | None, read: Callable[[Path], T]) -> tu
 def replace_current(directory: str | os.PathLike, state: TrainState, write_files: Callable[[Path], None]) -> Path:
     """Make a new ``current/`` in ``directory``: ``write_files(folder)`` fills a fresh folder, ``state.json`` is added,
     and the folder replaces the old ``current/`` by renames only; return it."""
-    directory = Path(directory)
-    current, tmp = directory / CURRENT, directory / f".tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir(parents=True)
-    write_files(tmp)
-    (tmp / STATE).write_text(json.dumps(asdict(state)))
-    old = directory / f".old-{uuid.uuid4().hex[:8]}"
-    if current.exists():
-        os.replace(current, old)
-    os.replace(tmp, current)
-    shutil.rmtree(old, ignore_errors=True)
+    current = Path(directory) / CURRENT
+    with replaced_whole(current) as tmp:
+        tmp.mkdir(parents=True)
+        write_files(tmp)
+        (tmp / STATE).write_text(json.dumps(asdict(state)))
     log.info("checkpoint of epoch %d in %s", state.epochs_done, current)
     return current
 

@@ -1,40 +1,15 @@
 """Shared test helpers: run real commands (pyflyte, mpirun) the way a user or a cluster would."""
 
 import os
-import subprocess
-import sys
 import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
-
-
-@dataclass
-class Ran:
-    returncode: int
-    output: str
-    seconds: float
-    marker: str
-
-
-def _leftovers(marker: str) -> List[int]:
-    """Pids of processes still carrying this run's marker in their environment."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (entry / "environ").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
+# also importable from here, where the other test packages import them from
+from tests.support import ROOT, VENV_BIN, Ran, run_command  # noqa: F401
+from tests.support import leftovers as _leftovers
 
 
 def hostname_resolves_to_loopback() -> bool:
@@ -59,16 +34,6 @@ def on_loopback_hostname(args: List[str], tmp_path: Path) -> List[str]:
     hosts.write_text(Path("/etc/hosts").read_text() + f"\n127.0.1.1 {socket.gethostname()}\n")
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
             'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts), *args]
-
-
-def run_command(args: List[str], env: Optional[Dict[str, str]] = None, timeout: float = 600, cwd=ROOT) -> Ran:
-    """Run a command with the project's venv first on PATH; tag its process tree with a marker."""
-    marker = f"HVD_TEST_RUN_{uuid.uuid4().hex}"
-    full_env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", marker: "1", "COLUMNS": "400", **(env or {})}
-    start = time.monotonic()
-    proc = subprocess.run(args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=timeout)
-    return Ran(proc.returncode, proc.stdout, time.monotonic() - start, marker)
 
 
 @pytest.fixture

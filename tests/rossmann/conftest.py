@@ -1,25 +1,30 @@
-"""Shared fixtures: one local Spark session for all rossmann tests, and small synthetic datasets."""
+"""Shared fixtures: one local Spark session for all rossmann tests, small synthetic datasets, prepared data."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from rossmann.data import RawData, load
 from rossmann.synthetic import SyntheticReport, generate
+from tests.support.prepared import make_prepared
+from tests.support.spark import local_spark
 
 
 @pytest.fixture(scope="session")
 def spark():
-    """The session a local run of the workflow's `prepare` task gets: flytekitplugins-spark's local session
-    with the workflow's SPARK_CONF."""
-    from flytekitplugins.spark.task import new_spark_session
-
-    from workflows.rossmann import SPARK_CONF
-
-    session = new_spark_session("rossmann-tests", SPARK_CONF)
-    session.sparkContext.setLogLevel("ERROR")  # differs: quieter test output, no effect on what runs
+    """The session a local run of the workflow's `prepare` task gets (tests.support.spark)."""
+    session = local_spark("rossmann-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    """A small prepared-data directory written by hand to prepare()'s contract (tests.support.prepared): differs from
+    the prepare task's (fewer columns, a known signal) so that training and prediction are tested in seconds."""
+    return make_prepared(tmp_path_factory.mktemp("prepared"))
 
 
 @pytest.fixture(scope="session")

@@ -162,7 +162,7 @@ def test_prepare_leaves_nothing_behind_when_it_fails(spark, tiny_raw, tmp_path, 
         prepare(spark, tiny_raw, str(out), min_row_groups=10_000)
     assert os.listdir(tmp_path) == []
     # Fails after the Parquet files are written: the temporary folder goes too.
-    monkeypatch.setattr("rossmann.features._write_metadata", _boom)
+    monkeypatch.setattr("rossmann.prepared._write_metadata", _boom)
     with pytest.raises(OSError, match="disk full"):
         prepare(spark, tiny_raw, str(out))
     assert os.listdir(tmp_path) == []

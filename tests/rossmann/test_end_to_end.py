@@ -30,7 +30,7 @@ CONTINUOUS = [
 
 
 @pytest.fixture(scope="module")
-def prepared(spark, small_data, tmp_path_factory):
+def prepared_by_spark(spark, small_data, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("prepared") / "out")
     raw = load(spark, small_data.out_dir)
     try:
@@ -47,8 +47,8 @@ def _dataset(out: str, name: str) -> tuple[pa.Table, int]:
     return pa.concat_tables([pq.read_table(f) for f in files]), groups
 
 
-def test_metadata_contract(prepared, small_data):
-    out, metadata = prepared
+def test_metadata_contract(prepared_by_spark, small_data):
+    out, metadata = prepared_by_spark
     with open(os.path.join(out, "metadata.json")) as f:
         assert json.load(f) == metadata
     assert CATEGORICAL_COLS == CATEGORICAL and CONTINUOUS_COLS == CONTINUOUS
@@ -69,8 +69,8 @@ def test_metadata_contract(prepared, small_data):
     assert metadata["vocab"]["DayOfWeek"] == [str(d) for d in range(1, 8)]
 
 
-def test_parquet_contract(prepared, small_data):
-    out, metadata = prepared
+def test_parquet_contract(prepared_by_spark, small_data):
+    out, metadata = prepared_by_spark
     expected_columns = {
         "train": CATEGORICAL + CONTINUOUS + ["Sales_log", "Sales", "Date"],
         "val": CATEGORICAL + CONTINUOUS + ["Sales_log", "Sales", "Date"],
@@ -124,8 +124,8 @@ def test_parquet_contract(prepared, small_data):
     assert new_store and crosses and crosses <= set(metadata["untrained"]["StoreDayOfWeek"])
 
 
-def test_counters_are_within_the_store(prepared):
-    out, metadata = prepared
+def test_counters_are_within_the_store(prepared_by_spark):
+    out, metadata = prepared_by_spark
     train, _ = _dataset(out, "train")
     frame = train.to_pandas()
     promo_on = frame["Promo"] == metadata["vocab"]["Promo"].index("1") + 1
@@ -134,9 +134,10 @@ def test_counters_are_within_the_store(prepared):
     assert frame[["BeforePromo", "AfterPromo"]].max().max() == COUNTER_HORIZON
 
 
-def test_backtest_rows_are_featured_as_if_the_data_ended_on_the_last_train_day(spark, prepared, small_data):
+def test_backtest_rows_are_featured_as_if_the_data_ended_on_the_last_train_day(spark, prepared_by_spark,
+                                                                               small_data):
     """Nothing of test.csv leaks into the backtest: its counters are those of train.csv alone."""
-    out, metadata = prepared
+    out, metadata = prepared_by_spark
     counters = [f"{side}{col}" for side in ("Before", "After") for col in EVENT_COLS]
     val = read_split(os.path.join(out, "val"), ["Store", "Date", *counters])
     val["Store"] = [int(metadata["vocab"]["Store"][i - 1]) for i in val["Store"]]

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from _fixtures import make_prepared
 from rossmann.metrics import rmspe
 from rossmann.model import CUSTOM_OBJECTS, exp_rmspe
 from rossmann.model import build_model, calibrate_for_rmspe, compile_model, fill_untrained_embeddings, make_optimizer
@@ -14,11 +13,11 @@ from rossmann.prepared import continuous_stats, feature_cols, load_metadata, mod
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    out = make_prepared(tmp_path_factory.mktemp("prepared"))
-    metadata = load_metadata(out)
+def data(prepared):
+    """The prepared directory, its metadata, and its train and val splits as pandas."""
+    metadata = load_metadata(prepared)
     cols = feature_cols(metadata) + ["Sales_log"]
-    return out, metadata, read_split(out / "train", cols), read_split(out / "val", cols)
+    return prepared, metadata, read_split(prepared / "train", cols), read_split(prepared / "val", cols)
 
 
 def test_rmspe_known_values_ignores_zero_sales():
@@ -36,8 +35,8 @@ def test_exp_rmspe_matches_numpy_on_log_sales():
     assert float(got) == pytest.approx(0.0816497, rel=1e-5)
 
 
-def test_model_inputs_outputs_and_range(prepared):
-    out, metadata, train, _ = prepared
+def test_model_inputs_outputs_and_range(data):
+    out, metadata, train, _ = data
     model = build_model(metadata, continuous_stats(out, metadata), hidden=(16,), dropout=0.0)
     assert model.input_names == feature_cols(metadata)
     assert len(model.inputs) == 36  # the fixture's 18 categorical and 18 continuous columns
@@ -48,9 +47,9 @@ def test_model_inputs_outputs_and_range(prepared):
     assert (pred > 0).all() and (pred < top).all()
 
 
-def test_model_survives_h5_round_trip_like_the_estimator(prepared, tmp_path):
+def test_model_survives_h5_round_trip_like_the_estimator(data, tmp_path):
     """The Estimator ships the compiled model as HDF5; only built-in layers + the registered metric."""
-    out, metadata, train, _ = prepared
+    out, metadata, train, _ = data
     model = compile_model(build_model(metadata, continuous_stats(out, metadata), hidden=(8,)), make_optimizer(1e-3))
     builtin = {name for name in dir(tf.keras.layers)}
     assert all(type(layer).__name__ in builtin for layer in model.layers)
@@ -64,8 +63,8 @@ def test_model_survives_h5_round_trip_like_the_estimator(prepared, tmp_path):
     assert set(scores) == {"loss", "exp_rmspe"}
 
 
-def test_training_reduces_val_rmspe(prepared):
-    out, metadata, train, val = prepared
+def test_training_reduces_val_rmspe(data):
+    out, metadata, train, val = data
     tf.keras.utils.set_random_seed(0)
     model = compile_model(build_model(metadata, continuous_stats(out, metadata), hidden=(64, 32), dropout=0.1),
                           make_optimizer(2e-3))
@@ -77,9 +76,9 @@ def test_training_reduces_val_rmspe(prepared):
     assert after < 0.35
 
 
-def test_untrained_category_values_get_the_mean_of_the_trained_embeddings(prepared):
+def test_untrained_category_values_get_the_mean_of_the_trained_embeddings(data):
     """A store only in test.csv would otherwise be predicted with its random initial embedding."""
-    out, metadata, _, _ = prepared
+    out, metadata, _, _ = data
     model = build_model(metadata, continuous_stats(out, metadata), hidden=(8,), dropout=0.0)
     stores = metadata["vocab"]["Store"]
     untrained = {**metadata, "untrained": {"Store": [stores[-1]], "Promo": []}}
@@ -91,10 +90,10 @@ def test_untrained_category_values_get_the_mean_of_the_trained_embeddings(prepar
     assert np.array_equal(after[:last], before[:last])  # the trained rows (and row 0, unknown) are untouched
 
 
-def test_calibration_scales_sales_to_the_rmspe_optimum_of_log_normal_noise(prepared, tmp_path):
+def test_calibration_scales_sales_to_the_rmspe_optimum_of_log_normal_noise(data, tmp_path):
     """Sales = the model's median x exp(N(0, 0.1^2)): the RMSPE-optimal factor is exp(-1.5 * 0.1^2), about 0.985;
     the calibrated model predicts exactly log(factor) more, scores a lower RMSPE, and survives a save and load."""
-    out, metadata, train, _ = prepared
+    out, metadata, train, _ = data
     model = build_model(metadata, continuous_stats(out, metadata), hidden=(8,), dropout=0.0)
     rows = train.sample(20_000, replace=True, random_state=0).reset_index(drop=True)
     median = predict_log_sales(model, rows, metadata)

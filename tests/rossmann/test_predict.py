@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
-from _fixtures import make_prepared
 from rossmann.model import build_model, compile_model, make_optimizer
 from rossmann.predict import load_model, predict_log_sales, predict_submission, write_submission
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, model_inputs, read_split
@@ -15,26 +14,26 @@ from rossmann.train import save_training_outputs
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    out = make_prepared(tmp_path_factory.mktemp("prepared"))
-    return out, load_metadata(out)
+def data(prepared):
+    """The prepared directory and its metadata."""
+    return prepared, load_metadata(prepared)
 
 
 @pytest.fixture(scope="module")
-def model(prepared):
-    out, metadata = prepared
+def model(data):
+    out, metadata = data
     tf.keras.utils.set_random_seed(0)
     return build_model(metadata, continuous_stats(out, metadata), hidden=(32,), dropout=0.0)
 
 
 @pytest.fixture(scope="module")
-def test_pdf(prepared):
-    out, metadata = prepared
+def test_pdf(data):
+    out, metadata = data
     return read_split(out / "test", feature_cols(metadata) + ["Id", "Open"])
 
 
-def test_submission_one_sorted_row_per_id_and_closed_stores_zero(prepared, model, test_pdf):
-    out, metadata = prepared
+def test_submission_one_sorted_row_per_id_and_closed_stores_zero(data, model, test_pdf):
+    out, metadata = data
     sub = predict_submission(model, out / "test", metadata)
     assert list(sub.columns) == ["Id", "Sales"]
     assert len(sub) == len(test_pdf) and sub["Id"].is_unique
@@ -56,8 +55,8 @@ def test_submission_one_sorted_row_per_id_and_closed_stores_zero(prepared, model
     assert by_id[one["Id"].iloc[0]] == pytest.approx(expected, rel=1e-5)
 
 
-def test_prediction_is_much_faster_than_one_row_per_call(prepared, model, test_pdf):
-    _, metadata = prepared
+def test_prediction_is_much_faster_than_one_row_per_call(data, model, test_pdf):
+    _, metadata = data
     big = pd.concat([test_pdf] * 80, ignore_index=True)
     big["Id"] = np.arange(1, len(big) + 1)
     predict_submission(model, big.iloc[:100], metadata)  # warm up
@@ -74,8 +73,8 @@ def test_prediction_is_much_faster_than_one_row_per_call(prepared, model, test_p
     assert per_row / vectorised >= 20, f"only {per_row / vectorised:.1f}x faster"
 
 
-def test_bad_test_data_is_refused(prepared, model, test_pdf):
-    _, metadata = prepared
+def test_bad_test_data_is_refused(data, model, test_pdf):
+    _, metadata = data
     with pytest.raises(ValueError, match="repeated Ids"):
         predict_submission(model, pd.concat([test_pdf, test_pdf.iloc[:2]]), metadata)
     with pytest.raises(KeyError, match="Open"):
@@ -96,8 +95,8 @@ def test_write_submission_atomically(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["submission.csv"]
 
 
-def test_saved_model_dir_reloads_and_predicts_the_same(prepared, model, tmp_path):
-    out, metadata = prepared
+def test_saved_model_dir_reloads_and_predicts_the_same(data, model, tmp_path):
+    out, metadata = data
     compile_model(model, make_optimizer(1e-3))
     history = {"loss": [0.5, 0.3], "val_loss": [0.4, 0.35], "val_exp_rmspe": [0.3, 0.25]}
     metrics = save_training_outputs(model, history, tmp_path, {"ranks": 1})

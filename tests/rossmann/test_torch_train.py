@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from _fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped, make_prepared
+from tests.rossmann._fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped
 from rossmann.metrics import rmspe, rmspe_scale
 from rossmann.predict import load_model, predict_log_sales
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, read_split
@@ -17,11 +17,6 @@ from rossmann.torch_train import _read_checkpoint
 from rossmann.train_state import read_state, resume
 
 SMALL = dict(hidden=(64, 32), dropout=0.1, batch_size=64, learning_rate=3e-3)
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    return make_prepared(tmp_path_factory.mktemp("prepared"))
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from _fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped, make_prepared
+from tests.rossmann._fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped
 from rossmann.checkpoint import read_checkpoint, read_state, resume
 from rossmann.metrics import rmspe
 from rossmann.model import build_model
@@ -15,11 +15,6 @@ from rossmann.predict import load_model, predict_log_sales
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, read_split
 
 SMALL = dict(hidden=(64, 32), dropout=0.1, batch_size=64, learning_rate=3e-3)
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    return make_prepared(tmp_path_factory.mktemp("prepared"))
 
 
 @pytest.fixture(scope="module")
@@ -32,29 +27,14 @@ def untrained_rmspe(prepared):
 
 
 @pytest.fixture(scope="module")
-def spark():
-    """A local[2] session (an already active one, e.g. from conftest, is reused and left running).
-
-    Differs from a task's session only where the library is tested without a Flyte task around it: the 2 slots and
-    the venv's Python are what HorovodSpark(num_proc=2) sets up for a task (prepare_local_session)."""
-    from pyspark.sql import SparkSession
-
-    existing = SparkSession.getActiveSession()
-    session = existing or (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    # Spark's Python workers run $PYSPARK_PYTHON or else python3 on PATH, which may lack this venv's
-    # horovod and TensorFlow; the context's pythonExec decides it for every job started from now on.
-    context = session.sparkContext
+def spark(spark):
+    """The shared session (conftest), its Python workers on this venv's Python, as HorovodSpark sets it up for a task:
+    Spark's workers otherwise run $PYSPARK_PYTHON or python3 on PATH, which may lack horovod and TensorFlow (the
+    context's pythonExec decides it for every job started from now on)."""
+    context = spark.sparkContext
     python, context.pythonExec = context.pythonExec, sys.executable
-    yield session
+    yield spark
     context.pythonExec = python
-    if existing is None:
-        session.stop()
 
 
 def check_model_dir(out, prepared, ranks, epochs, untrained_rmspe):
