@@ -28,24 +28,41 @@ from flytekitplugins.spark import Spark
 
 from flytekitplugins.horovod import (Horovod, HorovodSpark, MPIJob, Worker, compression, current_horovod_spark,
                                      spark_backend, spark_checkpoint_url, spark_store)
+from flytekitplugins.horovod.rank import launched_rank
 from rossmann import hyperparameters
 from rossmann.synthetic import TEST_DAYS
 
 log = logging.getLogger("workflows.rossmann")
 
 RANKS = 2  # Horovod ranks of both training tasks (pods are sized before a task body runs)
-SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g", "spark.ui.enabled": "false",
-              "spark.ui.showConsoleProgress": "false"}
-# Known noise of this stack, silenced here and in every process the tasks start (Spark's Python workers and the
-# ranks inherit the environment): TensorFlow's C++ start-up notices; the FutureWarnings petastorm and Horovod's Spark
-# code raise on every read of the pinned pyarrow (harmless there, see docs/stack.md); petastorm's per-epoch reader
-# notice and Keras's HDF5 notice, which the Estimator cannot avoid. Set either variable yourself to see them.
+# Known noise of this stack, silenced in every task's process and every process it starts (see quiet_known_noise):
+# TensorFlow's C++ start-up notices; the FutureWarnings petastorm and Horovod's Spark code raise on every read of the
+# pinned pyarrow (harmless there, see docs/stack.md); petastorm's per-epoch reader notice and Keras's HDF5 notice,
+# which the Estimator cannot avoid. Set either variable yourself to see them.
 KNOWN_NOISE = [(FutureWarning, ""), (UserWarning, "petastorm.tf_utils"), (UserWarning, "horovod.spark.keras.util")]
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-if "PYTHONWARNINGS" not in os.environ:
-    os.environ["PYTHONWARNINGS"] = ",".join(f"ignore::{c.__name__}:{m}" for c, m in KNOWN_NOISE)
-    for _category, _module in KNOWN_NOISE:
-        warnings.filterwarnings("ignore", category=_category, module=re.escape(_module))
+
+
+def noise_env() -> typing.Dict[str, str]:
+    """The environment variables that silence the known noise, less those already set (by a user who wants it)."""
+    env = {"TF_CPP_MIN_LOG_LEVEL": "1",
+           "PYTHONWARNINGS": ",".join(f"ignore::{c.__name__}:{m}" for c, m in KNOWN_NOISE)}
+    return {name: value for name, value in env.items() if name not in os.environ}
+
+
+def quiet_known_noise() -> None:
+    """Silence the known noise in this process and, through its environment, in the processes it starts from now on
+    (the ranks of a later task in a local run inherit it)."""
+    env = noise_env()
+    if "PYTHONWARNINGS" in env:
+        for category, module in KNOWN_NOISE:
+            warnings.filterwarnings("ignore", category=category, module=re.escape(module))
+    os.environ.update(env)
+
+
+# spark.executorEnv: the environment Spark starts its Python workers (and so the Estimator's ranks) with
+SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g", "spark.ui.enabled": "false",
+              "spark.ui.showConsoleProgress": "false",
+              **{f"spark.executorEnv.{name}": value for name, value in noise_env().items()}}
 WHERE_RANKS_ARE_SET = (f"the rank count is the training tasks' config: RANKS = {RANKS} in workflows/rossmann.py "
                        "(HorovodSpark(num_proc=RANKS) for train, MPIJob(worker=Worker(replicas=RANKS)) for train_mpi "
                        "and train_torch)")
@@ -94,11 +111,12 @@ def _workdir(name: str) -> str:
 
 
 def timed(fn: typing.Callable) -> typing.Callable:
-    """A task body that prints one line when it starts and one when it ends, with its duration (where the body
-    runs on every rank, rank 0 alone prints)."""
+    """A task body that first silences the known noise (``quiet_known_noise``), then prints one line when it starts
+    and one when it ends, with its duration (where the body runs on every rank, rank 0 alone prints)."""
 
     @functools.wraps(fn)
     def body(*args, **kwargs):
+        quiet_known_noise()
         say = functools.partial(print, flush=True) if _speaks() else (lambda *_: None)
         say(f"[{fn.__name__}] started")
         started = time.monotonic()
@@ -115,7 +133,7 @@ def timed(fn: typing.Callable) -> typing.Callable:
 
 def _speaks() -> bool:
     """Whether this process prints the task's timings: rank 0 where the body runs on every rank."""
-    return os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == "0"
+    return (launched_rank() or 0) == 0
 
 
 @contextlib.contextmanager
@@ -171,11 +189,12 @@ def _flyte_checkpoint() -> typing.Optional[flytekit.Checkpoint]:
 def _report_training(model_dir: str, prepared_dir: str) -> None:
     """Score the model on the backtest and (synthetic data) the test period; the curves as a Deck; one line."""
     from rossmann import report
+    from rossmann.model_dir import load_training_outputs
     from rossmann.predict import submission_from_dirs
 
     metrics = report.add_scores(model_dir, prepared_dir,
                                 report.score_test(submission_from_dirs(prepared_dir, model_dir), prepared_dir))
-    history, _ = report.load_training_outputs(model_dir)
+    history, _ = load_training_outputs(model_dir)
     flytekit.Deck("Training curves", report.training_curves_html(history, metrics))
     print(report.summary(metrics), flush=True)
 
@@ -203,29 +222,36 @@ def train(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     return FlyteDirectory(out)
 
 
-@task(task_config=MPIJob(worker=Worker(replicas=RANKS)), enable_deck=True, requests=Resources(cpu="2", mem="8Gi"))
-@timed
-def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
-    """The MPI route: this body runs on every rank; each reads its shard of the Parquet row groups.
-
-    Rank 0 saves a checkpoint after every epoch to the task's Flyte checkpoint; a retry (Flyte's ``retries``, after
-    a lost rank) starts from the previous attempt's and goes on after its last epoch."""
-    import horovod.tensorflow.keras as hvd
-    from rossmann.train import train_rank
-
-    hvd.init()
+def _train_on_ranks(task_name: str, train_rank: typing.Callable[..., typing.Any], prepared: FlyteDirectory,
+                    hp: Hyperparameters) -> FlyteDirectory:
+    """The MPI route's body on every rank, with the Keras or the PyTorch ``train_rank``: rank 0 restores the task's
+    Flyte checkpoint (a previous attempt's), saves one after every epoch, and scores the model."""
+    rank = launched_rank() or 0
     out, prepared_dir, checkpoint_dir = _workdir("model"), prepared.download(), _workdir("checkpoint")
     checkpoint = _flyte_checkpoint()
-    if checkpoint is not None and hvd.rank() == 0 and checkpoint.restore(checkpoint_dir) is not None:
+    if checkpoint is not None and rank == 0 and checkpoint.restore(checkpoint_dir) is not None:
         log.info("restored the previous attempt's checkpoint into %s", checkpoint_dir)
-    with phase("train_mpi", "reading the shards, epochs, calibration, saving the model"):
+    with phase(task_name, "reading the shards, epochs, calibration, saving the model"):
         train_rank(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size,
                    learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed, compression=compression(),
                    checkpoint_dir=checkpoint_dir, checkpoint_saved=checkpoint.save if checkpoint is not None else None)
-    if hvd.rank() == 0:
-        with phase("train_mpi", "test-period scores and Deck"):
+    if rank == 0:
+        with phase(task_name, "test-period scores and Deck"):
             _report_training(out, prepared_dir)
     return FlyteDirectory(out)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=RANKS)), enable_deck=True, requests=Resources(cpu="2", mem="8Gi"))
+@timed
+def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
+    """The MPI route: this body runs on every rank, where the plugin has already initialised ``horovod.tensorflow``;
+    each rank reads its shard of the Parquet row groups.
+
+    Rank 0 saves a checkpoint after every epoch to the task's Flyte checkpoint; a retry (Flyte's ``retries``, after
+    a lost rank) starts from the previous attempt's and goes on after its last epoch."""
+    from rossmann.train import train_rank
+
+    return _train_on_ranks("train_mpi", train_rank, prepared, hp)
 
 
 @task(task_config=MPIJob(worker=Worker(replicas=RANKS), horovod=Horovod(framework="pytorch")), enable_deck=True,
@@ -234,22 +260,9 @@ def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
 def train_torch(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     """The PyTorch model on the MPI route: this body runs on every rank, where the plugin has already initialised
     ``horovod.torch``; each rank reads its shard of the Parquet row groups. Checkpoints and retries as ``train_mpi``."""
-    import horovod.torch as hvd
     from rossmann.torch_train import train_rank_torch
 
-    out, prepared_dir, checkpoint_dir = _workdir("model"), prepared.download(), _workdir("checkpoint")
-    checkpoint = _flyte_checkpoint()
-    if checkpoint is not None and hvd.rank() == 0 and checkpoint.restore(checkpoint_dir) is not None:
-        log.info("restored the previous attempt's checkpoint into %s", checkpoint_dir)
-    with phase("train_torch", "reading the shards, epochs, calibration, saving the model"):
-        train_rank_torch(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size,
-                         learning_rate=hp.learning_rate, hidden=hp.hidden, seed=hp.seed, compression=compression(),
-                         checkpoint_dir=checkpoint_dir,
-                         checkpoint_saved=checkpoint.save if checkpoint is not None else None)
-    if hvd.rank() == 0:
-        with phase("train_torch", "test-period scores and Deck"):
-            _report_training(out, prepared_dir)
-    return FlyteDirectory(out)
+    return _train_on_ranks("train_torch", train_rank_torch, prepared, hp)
 
 
 @task(requests=Resources(cpu="2", mem="4Gi"))
