@@ -27,7 +27,7 @@ ECHO_MARKERS = (
     "Broken pipe",
 )
 NO_SPACE = "No space left on device"  # ENOSPC's text, as Python and TensorFlow print it
-SSH_FAILED = 255  # ssh's exit status when the remote command ended without one (killed by a signal) or ssh failed
+_SSH_FAILED = 255  # ssh's exit status when the remote command ended without one (killed by a signal) or ssh failed
 
 # A line's rank prefix: ``[1]<stdout>:`` (Gloo, horovodrun, horovod.spark) or ``[1,1]<stderr>:`` (mpirun --tag-output).
 _RANK = re.compile(r"\[(?:\d+,)?(\d+)\]<std(?:out|err)>:")
@@ -121,7 +121,7 @@ def launcher_failed_rank(output: str) -> Optional[NamedRank]:
         return named
     name, code, signal_number = exited
     how = f"{describe_status(-signal_number)} (exit code {code})" if signal_number else describe_status(code)
-    if code == SSH_FAILED:
+    if code == _SSH_FAILED:
         how += " (horovodrun ran it over ssh, which exits 255 when the remote process is killed by a signal or the " \
                "connection is lost)"
     return NamedRank(int(name), f"rank {name} {how}, reported by horovodrun")
