@@ -16,7 +16,8 @@ lack CompetitionDistance; a sixth of the stores have no rows from 2014-07-01 to 
 real train.csv); a few rows are open with zero sales; a few test rows have an empty Open; store "HB,NI"
 is "NI" in googletrend.csv. Values only in the test period (so vocabularies must include test.csv): the
 last store opens on the first test day (no train rows), and one weather event ("Rain-Hail-Thunderstorm")
-occurs only on a test day.
+occurs only on a test day. The calendar is `rossmann.synthetic_calendar`'s, the weather and Google trends
+`rossmann.synthetic_weather`'s.
 """
 
 from __future__ import annotations
@@ -32,26 +33,16 @@ import numpy as np
 import pandas as pd
 
 from rossmann.schema import GOOGLETREND, STATE_NAMES, STORE, STORE_STATES, TEST, TRAIN, WEATHER
+from rossmann.synthetic_calendar import holiday_calendar, season
+from rossmann.synthetic_weather import OTHER_STATES, STORE_STATES_INFO, TEST_ONLY_EVENT, trends_csv, weather_csv
 
 log = logging.getLogger(__name__)
 
-# State code -> (weather / state name, share of stores, annual mean temperature C); the 12 with stores.
-STORE_STATES_INFO = {
-    "NW": ("NordrheinWestfalen", 0.255, 10.5), "BY": ("Bayern", 0.161, 8.5), "SH": ("SchleswigHolstein", 0.103, 9.0),
-    "HE": ("Hessen", 0.100, 9.8), "BW": ("BadenWuerttemberg", 0.083, 9.5), "BE": ("Berlin", 0.083, 10.0),
-    "TH": ("Thueringen", 0.074, 8.5), "SN": ("Sachsen", 0.067, 9.0), "HB,NI": ("Niedersachsen", 0.046, 9.5),
-    "RP": ("RheinlandPfalz", 0.034, 10.0), "ST": ("SachsenAnhalt", 0.025, 9.3), "HH": ("Hamburg", 0.025, 9.6),
-}
-OTHER_STATES = {"BB": ("Brandenburg", 9.3), "HB": ("Bremen", 9.8), "MV": ("MecklenburgVorpommern", 8.8),
-                "SL": ("Saarland", 9.9)}
-TEST_ONLY_EVENT = "Rain-Hail-Thunderstorm"
 PROMO_INTERVALS = {"Jan,Apr,Jul,Oct": (1, 4, 7, 10), "Feb,May,Aug,Nov": (2, 5, 8, 11),
                    "Mar,Jun,Sept,Dec": (3, 6, 9, 12)}
-EVENT_EFFECTS = {"Fog": -0.02, "Rain": -0.04, "Snow": -0.10, "Thunderstorm": -0.03}
 DOW_EFFECT = np.array([0.18, 0.05, 0.0, 0.0, 0.05, -0.05, 0.20])  # Monday .. Sunday
 GAP = (dt.date(2014, 7, 1), dt.date(2014, 12, 31))  # rows missing for a sixth of the stores, as in the real data
 TEST_DAYS = 48  # the Kaggle test period's length: 2015-08-01..2015-09-17
-CALENDAR_MARGIN = 90  # days of holiday calendar before and after the data, which still shape sales near its ends
 TEST_TRUTH = "test_truth.csv"  # Id, Sales, PerfectSales of the test period, next to the files the loader reads
 
 
@@ -117,10 +108,10 @@ def generate(out_dir: str, n_stores: int = 1115, start: str = "2013-01-01", end:
     dates = pd.date_range(start, periods=n_train + test_days, freq="D")
     stores = _stores(rng, n_stores, dates[-1].year)
     st = stores["State"].map({s: i for i, s in enumerate(STORE_STATES_INFO)}).to_numpy()
-    holiday, school, before_hol, after_hol, after_school = _calendar(dates, list(STORE_STATES_INFO))
+    holiday, school, before_hol, after_hol, after_school = holiday_calendar(dates, list(STORE_STATES_INFO))
     test_event = (STORE_STATES_INFO[stores.loc[0, "State"]][0], min(n_train + 2, len(dates) - 1))
-    weather, temp, events_eff = _weather(rng, dates, test_event)
-    trends, trend_by_state, trend_de = _trends(rng, dates)
+    weather, temp, events_eff = weather_csv(rng, dates, test_event)
+    trends, trend_by_state, trend_de = trends_csv(rng, dates)
 
     # Log-signal on the (store, day) grid.
     dow = dates.dayofweek.to_numpy()
@@ -133,7 +124,7 @@ def generate(out_dir: str, n_stores: int = 1115, start: str = "2013-01-01", end:
            + 0.20 * np.exp(-(before_hol[st] - 1.0)) * (before_hol[st] >= 1)
            + 0.12 * np.exp(-(after_hol[st] - 1.0)) * (after_hol[st] >= 1)
            + 0.10 * (hol > 0)
-           + _season(dates)[None, :]
+           + season(dates)[None, :]
            + _competition(stores, dates) + _promo2(stores, dates)
            - 0.008 * (temp[st] - 10.0) + events_eff[st]
            + 0.005 * (trend_by_state[st] - 60.0) + 0.002 * (trend_de[None, :] - 60.0))
@@ -211,85 +202,6 @@ def _stores(rng: np.random.Generator, n: int, last_year: int) -> pd.DataFrame:
     return s
 
 
-def _easter(year: int) -> dt.date:
-    """Gregorian Easter Sunday (anonymous algorithm)."""
-    a, b, c = year % 19, year // 100, year % 100
-    d, e = divmod(b, 4)
-    g = (8 * b + 13) // 25
-    h = (19 * a + b - d - g + 15) % 30
-    i, k = divmod(c, 4)
-    l_ = (32 + 2 * e + 2 * i - h - k) % 7
-    m = (a + 11 * h + 22 * l_) // 451
-    month, day = divmod(h + l_ - 7 * m + 114, 31)
-    return dt.date(year, month, day + 1)
-
-
-def _holidays(year: int, state: str) -> dict[dt.date, int]:
-    """State holidays of one state and year: 1 = public ('a'), 2 = Easter ('b'), 3 = Christmas ('c')."""
-    e = _easter(year)
-    days = {dt.date(year, 1, 1): 1, dt.date(year, 5, 1): 1, dt.date(year, 10, 3): 1, dt.date(year, 12, 25): 3,
-            dt.date(year, 12, 26): 3, e - dt.timedelta(2): 2, e + dt.timedelta(1): 2, e + dt.timedelta(39): 1,
-            e + dt.timedelta(50): 1}
-    regional = {(1, 6): "BW BY ST", (8, 15): "BY", (10, 31): "SN ST TH", (11, 1): "BW BY NW RP"}
-    for (month, day), where in regional.items():
-        if state in where.split():
-            days[dt.date(year, month, day)] = 1
-    if state in ("BW", "BY", "HE", "NW", "RP"):
-        days[e + dt.timedelta(60)] = 1  # Corpus Christi
-    if state == "SN":
-        nov22 = dt.date(year, 11, 22)
-        days[nov22 - dt.timedelta((nov22.weekday() - 2) % 7)] = 1  # Repentance Day: Wednesday before 23 Nov
-    return days
-
-
-def _calendar(dates: pd.DatetimeIndex, states: list[str]) -> tuple[np.ndarray, ...]:
-    """Per (state, day of `dates`): holiday code, school holiday flag, days to the next and since the last
-    state holiday, and days since the last school holiday day, counted on a calendar that reaches
-    CALENDAR_MARGIN days beyond both ends (the flags of those days are in no file)."""
-    margin = pd.Timedelta(days=CALENDAR_MARGIN)
-    days = pd.date_range(dates[0] - margin, dates[-1] + margin, freq="D")
-    n_st, n_d = len(states), len(days)
-    holiday = np.zeros((n_st, n_d), dtype=np.int8)
-    school = np.zeros((n_st, n_d), dtype=np.int8)
-    d0 = days[0].date()
-    years = range(days[0].year - 1, days[-1].year + 2)
-    srng = np.random.default_rng(1234)  # the school calendar is the same for every seed, like real calendars
-    for i, state in enumerate(states):
-        for year in years:
-            for day, code in _holidays(year, state).items():
-                k = (day - d0).days
-                if 0 <= k < n_d:
-                    holiday[i, k] = code
-            e = _easter(year)
-            summer = dt.date(year, 6, 22) + dt.timedelta(int(srng.integers(0, 50)))  # some run past mid-September
-            autumn = dt.date(year, 10, 1) + dt.timedelta(int(srng.integers(0, 25)))
-            shift = int(srng.integers(-2, 3))
-            for first, length in ((dt.date(year, 12, 21 + shift), 16), (e - dt.timedelta(8 - shift), 15),
-                                  (summer, 43), (autumn, int(srng.integers(7, 15)))):
-                k0 = (first - d0).days
-                school[i, max(k0, 0):max(k0 + length, 0)] = 1
-    idx = np.arange(n_d)
-
-    def since(flags: np.ndarray) -> np.ndarray:
-        return idx - np.maximum.accumulate(np.where(flags, idx, -10_000), axis=1)
-
-    def until(flags: np.ndarray) -> np.ndarray:
-        return np.minimum.accumulate(np.where(flags, idx, 10_000)[:, ::-1], axis=1)[:, ::-1] - idx
-
-    inner = slice(CALENDAR_MARGIN, CALENDAR_MARGIN + len(dates))
-    return (holiday[:, inner], school[:, inner], until(holiday > 0)[:, inner], since(holiday > 0)[:, inner],
-            since(school > 0)[:, inner])
-
-
-def _season(dates: pd.DatetimeIndex) -> np.ndarray:
-    doy = dates.dayofyear.to_numpy()
-    years = (dates - dates[0]).days.to_numpy() / 365.25
-    dec = dates.month.to_numpy() == 12
-    dom = dates.day.to_numpy()
-    xmas = np.where(dec & (dom <= 24), 0.4 * np.exp(-(24 - dom) / 5.0), 0.0) + np.where(dec & (dom >= 27), 0.1, 0.0)
-    return 0.06 * np.sin(2 * np.pi * (doy - 80) / 365.25) + 0.04 * years + xmas
-
-
 def _competition(stores: pd.DataFrame, dates: pd.DatetimeIndex) -> np.ndarray:
     """Competition lowers sales by up to 20%, more when close, ramping up over its first 24 months."""
     dist = stores["CompetitionDistance"].astype("float64").to_numpy()
@@ -314,85 +226,6 @@ def _promo2(stores: pd.DataFrame, dates: pd.DatetimeIndex) -> np.ndarray:
     for i, interval in enumerate(stores["PromoInterval"]):
         month_on[i, list(PROMO_INTERVALS.get(interval, ()))] = True
     return 0.06 * (started & month_on[:, dates.month.to_numpy()])
-
-
-def _weather(rng: np.random.Generator, dates: pd.DatetimeIndex, test_event: tuple[str, int]
-             ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """weather.csv for all 16 states; Mean_TemperatureC and the Events effect for the 12 store states.
-    `test_event` (state name, day) gets TEST_ONLY_EVENT."""
-    names = [(v[0], v[2]) for v in STORE_STATES_INFO.values()] + list(OTHER_STATES.values())
-    n, nd = len(names), len(dates)
-    doy = dates.dayofyear.to_numpy()
-    mean_t = np.array([m for _, m in names])[:, None] + 9.0 * np.sin(2 * np.pi * (doy - 110) / 365.25)[None, :]
-    anomaly = np.zeros((n, nd))
-    shocks = rng.normal(0, 2.2, (n, nd))
-    for k in range(1, nd):
-        anomaly[:, k] = 0.8 * anomaly[:, k - 1] + shocks[:, k]
-    temp = np.round(mean_t + anomaly)
-    spread = rng.integers(3, 8, (n, nd))
-    precip = np.where(rng.random((n, nd)) < 0.38, np.round(rng.exponential(3.5, (n, nd)), 2), 0.0)
-    flags = {"Fog": rng.random((n, nd)) < np.where(np.isin(dates.month.to_numpy(), [10, 11, 12, 1]), 0.12, 0.03),
-             "Rain": precip > 0.3, "Snow": (precip > 0.3) & (temp < 1), "Hail": np.zeros((n, nd), dtype=bool)}
-    flags["Thunderstorm"] = flags["Rain"] & (temp + spread > 22) & (rng.random((n, nd)) < 0.3)
-    i, k = [nm for nm, _ in names].index(test_event[0]), test_event[1]
-    precip[i, k] = 14.2
-    for name in flags:
-        flags[name][i, k] = name in TEST_ONLY_EVENT.split("-")
-    events = np.full((n, nd), "", dtype=object)
-    for name in ("Fog", "Rain", "Snow", "Hail", "Thunderstorm"):
-        events = np.where(flags[name], np.where(events == "", name, events + "-" + name), events)
-    effect = sum(value * flags[name] for name, value in EVENT_EFFECTS.items())
-    humid = np.clip(np.round(85 - 1.2 * (temp - 9) + rng.normal(0, 6, (n, nd))), 30, 100)
-    pressure = np.round(1015 + rng.normal(0, 7, (n, nd)))
-    wind = np.round(rng.gamma(3.0, 4.0, (n, nd)))
-    fog = flags["Fog"]
-    columns = {
-        "file": np.repeat([nm for nm, _ in names], nd),
-        "Date": np.tile(dates.strftime("%Y-%m-%d").to_numpy(), n),
-        "Max_TemperatureC": temp + spread, "Mean_TemperatureC": temp, "Min_TemperatureC": temp - spread,
-        "Dew_PointC": temp - 2, "MeanDew_PointC": temp - 4, "Min_DewpointC": temp - 7,
-        "Max_Humidity": np.minimum(humid + 12, 100), "Mean_Humidity": humid, "Min_Humidity": np.maximum(humid - 25, 10),
-        "Max_Sea_Level_PressurehPa": pressure + 4, "Mean_Sea_Level_PressurehPa": pressure,
-        "Min_Sea_Level_PressurehPa": pressure - 4,
-        "Max_VisibilityKm": np.where(rng.random((n, nd)) < 0.02, np.nan, 31.0),
-        "Mean_VisibilityKm": np.where(fog, 4.0, np.round(rng.uniform(8, 20, (n, nd)))),
-        "Min_VisibilitykM": np.where(fog, 0.0, np.round(rng.uniform(2, 8, (n, nd)))),
-        "Max_Wind_SpeedKm_h": wind + 10, "Mean_Wind_SpeedKm_h": wind,
-        "Max_Gust_SpeedKm_h": np.where(rng.random((n, nd)) < 0.75, np.nan, wind + 25),
-        "Precipitationmm": precip,
-        "CloudCover": np.where(rng.random((n, nd)) < 0.05, np.nan,
-                               np.clip(np.round((precip > 0) * 5 + rng.normal(3, 2, (n, nd))), 0, 8)),
-        "Events": np.where(events == "", None, events),
-        "WindDirDegrees": rng.integers(0, 361, (n, nd)),
-    }
-    frame = pd.DataFrame({k: np.ravel(v) for k, v in columns.items()})
-    for col in WEATHER.column_names:
-        if col not in ("file", "Date", "Events", "Precipitationmm"):
-            frame[col] = pd.array(frame[col].to_numpy(dtype="float64"), dtype="Int64")
-    n_store_states = len(STORE_STATES_INFO)
-    return frame, temp[:n_store_states], effect[:n_store_states]
-
-
-def _trends(rng: np.random.Generator, dates: pd.DatetimeIndex) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """googletrend.csv (weeks Sunday..Saturday), and every day's trend per store state and for DE."""
-    states = list(STORE_STATES_INFO)
-    first = dates[0] - pd.Timedelta(days=(dates[0].dayofweek + 1) % 7)
-    weeks = pd.date_range(first, dates[-1], freq="7D")
-    nw = len(weeks)
-    season = 8 * np.cos(2 * np.pi * (weeks.dayofyear.to_numpy() - 355) / 365.25)
-    ar = np.zeros((len(states), nw))
-    shocks = rng.normal(0, 4, (len(states), nw))
-    for k in range(1, nw):
-        ar[:, k] = 0.7 * ar[:, k - 1] + shocks[:, k]
-    level = rng.uniform(50, 70, len(states))[:, None]
-    by_state = np.clip(np.round(level + season[None, :] + ar), 0, 100)
-    de = np.clip(np.round(by_state.mean(axis=0) + rng.normal(0, 2, nw)), 0, 100)
-    labels = [f"{w:%Y-%m-%d} - {w + pd.Timedelta(days=6):%Y-%m-%d}" for w in weeks]
-    files = ["Rossmann_DE_" + ("NI" if s == "HB,NI" else s) for s in states] + ["Rossmann_DE"]
-    frame = pd.DataFrame({"file": np.repeat(files, nw), "week": labels * len(files),
-                          "trend": np.concatenate([by_state.ravel(), de]).astype(int)})
-    day_week = (dates - first).days.to_numpy() // 7
-    return frame, by_state[:, day_week], de[day_week]
 
 
 def _opening(rng: np.random.Generator, stores: pd.DataFrame, dates: pd.DatetimeIndex, dow: np.ndarray,

@@ -14,7 +14,9 @@ import pytest
 
 from rossmann.metrics import rmspe
 from rossmann.schema import TABLES, TEST, TRAIN
-from rossmann.synthetic import TEST_ONLY_EVENT, TEST_TRUTH, _calendar, generate
+from rossmann.synthetic import TEST_TRUTH, generate
+from rossmann.synthetic_calendar import holiday_calendar
+from rossmann.synthetic_weather import TEST_ONLY_EVENT
 
 
 def _header(path: str) -> list[str]:
@@ -104,5 +106,5 @@ def test_test_truth_scores_the_perfect_model_on_every_open_test_day(small_data):
 def test_holidays_after_the_data_still_count_for_its_last_days():
     """The generator's calendar reaches past the files: sales rise before a holiday that test.csv does not show."""
     dates = pd.date_range("2015-09-01", "2015-10-01")
-    holiday, _, days_to_holiday, _, _ = _calendar(dates, ["BY"])
+    holiday, _, days_to_holiday, _, _ = holiday_calendar(dates, ["BY"])
     assert holiday[0, -1] == 0 and days_to_holiday[0, -1] == 2  # German Unity Day, 3 October, is after the data
