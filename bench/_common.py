@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+if str(Path(__file__).resolve().parents[1]) not in sys.path:  # `python bench/x.py` as well as `python -m bench.x`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support import ROOT, VENV_BIN  # noqa: E402 (importable once the root is on sys.path)
+
 CACHE = ROOT / ".cache" / "bench"
 PYTHON = sys.executable
-VENV_BIN = Path(sys.executable).parent
-
-if str(ROOT) not in sys.path:  # `python bench/x.py` as well as `python -m bench.x`
-    sys.path.insert(0, str(ROOT))
 # ... and in every process started from here (ranks, Spark's Python workers), so `bench` imports there too.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
@@ -149,19 +149,11 @@ def header(title: str, quick: bool) -> None:
 
 
 def spark_session(master: str = "local[2]", **conf: str):
-    """A local SparkSession like the workflow's prepare task gets (2 cores, 8 shuffle partitions, 4 GB driver)."""
-    from pyspark.sql import SparkSession
+    """The local SparkSession of the workflow's Spark tasks (tests.support.spark) on ``master``'s slots, by default
+    the 2 CPUs the prepare task's pod requests (a local run gets every core of the machine)."""
+    from tests.support.spark import local_spark
 
-    builder = (SparkSession.builder.master(master).appName("bench")
-               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "8")
-               .config("spark.driver.memory", "4g"))
-    for key, value in conf.items():
-        builder = builder.config(key.replace("_", "."), value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_spark("bench", spark_master=master, spark_driver_host="127.0.0.1", **conf)
 
 
 # --- cached data sets --------------------------------------------------------------------------------------

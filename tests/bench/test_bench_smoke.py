@@ -3,11 +3,11 @@
 import datetime as dt
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
+
 SCRIPTS = ["launch", "prep", "predict", "train_scale", "floor", "phases", "full_size", "reference"]
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
+
 BLOCK_KINDS = {"file", "run", "output", "syntax", "text"}
 PROSE_KINDS = {"fields", "horovod-settings"}
 RUN_OPTIONS = {"cwd", "fails", "slow", "timeout"}
