@@ -26,7 +26,8 @@ def disk_full_error(exc: BaseException, rank_line: Optional[str] = None,
     """A ``DiskFullError`` for ``exc`` when it is a full disk (``OSError`` ENOSPC, or an error whose text names one,
     such as Spark's), or when a rank printed ``rank_line``, its first line naming a full disk; None otherwise."""
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        where, who = exc.filename or "(path not given)", "the task"
+        # a copy or a move (shutil, fsspec) names its source first: the full disk is the destination's
+        where, who = exc.filename2 or exc.filename or "(path not given)", "the task"
     elif rank_line is not None or NO_SPACE in str(exc):
         where = no_space_path(rank_line if rank_line is not None else str(exc))
         who = "the task" if rank_line is None else f"Horovod rank {rank}" if rank is not None else "a Horovod rank"
