@@ -9,15 +9,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from rossmann import synthetic
+from tests.support import ROOT, VENV_BIN, user_env
 
-PYFLYTE = [str(Path(sys.executable).parent / "pyflyte"), "run", "workflows/rossmann.py"]
+PYFLYTE = [str(VENV_BIN / "pyflyte"), "run", "workflows/rossmann.py"]
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs (a full disk) needs root")]
 
@@ -52,9 +52,8 @@ def data(tmp_path_factory) -> Path:
 
 
 def _run(args, tmpdir: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TMPDIR": str(tmpdir), "COLUMNS": "400"}  # messages unwrapped
-    return subprocess.run(PYFLYTE + args, env=env, capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).resolve().parents[2])
+    return subprocess.run(PYFLYTE + args, env=user_env({"TMPDIR": str(tmpdir)}), capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
 
 
 def _first_line(ran: subprocess.CompletedProcess) -> tuple:
