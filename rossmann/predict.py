@@ -19,6 +19,7 @@ from rossmann.prepared import Metadata, feature_cols, load_metadata, model_input
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 16384
+SUBMISSION = "submission.csv"  # the predictions directory's one file
 
 
 def load_model(model_dir: str | os.PathLike, compile: bool = False) -> Any:
@@ -78,9 +79,9 @@ def submission_from_dirs(prepared_dir: str | os.PathLike, model_dir: str | os.Pa
     return predict_submission(load_model(model_dir), Path(prepared_dir) / "test", load_metadata(prepared_dir))
 
 
-@names_a_full_disk  # a recoverable error naming submission.csv
+@names_a_full_disk  # a recoverable error naming the file
 def write_submission(df: pd.DataFrame, out_dir: str | os.PathLike) -> Path:
     """Write out_dir/submission.csv (header Id,Sales) atomically; return its path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return atomic_write(out / "submission.csv", df[["Id", "Sales"]].to_csv(index=False))
+    return atomic_write(out / SUBMISSION, df[["Id", "Sales"]].to_csv(index=False))
