@@ -28,6 +28,7 @@ from bench._common import (PYTHON, ROOT, fmt, header, machine, median, parser, r
 BODY = str(ROOT / "bench" / "_body.py")
 MPIRUN = ["mpirun", "--allow-run-as-root", "-np", "2", "-bind-to", "none", "-map-by", "slot", PYTHON, BODY]
 HOROVODRUN = ["horovodrun", "-np", "2", "--gloo", PYTHON, BODY]
+# a bare session on purpose, in a fresh process: what a Spark route costs from nothing (not the tasks' session)
 COLD_SPARK = """
 import time; start = time.perf_counter()
 from pyspark.sql import SparkSession
