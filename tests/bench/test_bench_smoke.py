@@ -31,6 +31,7 @@ def test_table_and_round_robin():
 
 @pytest.fixture(scope="module")
 def spark():
+    """The benchmarks' session; differs in 2 shuffle partitions, as the test's DataFrame has 30 rows."""
     from bench._common import spark_session
 
     session = spark_session(spark_sql_shuffle_partitions="2")
