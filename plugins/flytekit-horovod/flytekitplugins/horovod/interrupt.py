@@ -15,6 +15,7 @@ launcher, which takes SIGINT over to stop its ranks, keeps doing so, and the int
 import _thread
 import contextlib
 import functools
+import logging
 import signal
 import threading
 from typing import Any, Callable, Iterator
@@ -57,7 +58,15 @@ class _Interrupt:
                     waiting = bool(sc.statusTracker().getActiveJobsIds())
                     sc.cancelAllJobs()
         if main and not self.left.wait(GRACE_S if waiting else 0):
+            _quiet_py4j()
             _thread.interrupt_main()
+
+
+def _quiet_py4j() -> None:
+    """The interruption may land in py4j's socket read: py4j then logs it as its own error, on its loggers and on the
+    root logger ("KeyboardInterrupt while sending command." with a traceback); the user's Ctrl-C is not one."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger().addFilter(lambda record: not record.getMessage().startswith("KeyboardInterrupt while sending"))
 
 
 def stops_spark_on_interrupt(execute: Callable) -> Callable:
