@@ -1,4 +1,5 @@
-"""Shared test helpers: run real commands (pyflyte, mpirun) the way a user or a cluster would."""
+"""Fixtures of every test: run real commands (pyflyte, mpirun) the way a user or a cluster would, with the helpers
+of tests.support."""
 
 import os
 import time
