@@ -58,10 +58,13 @@ COPY plugins/flytekit-horovod/pyproject.toml plugins/flytekit-horovod/README.md 
 COPY scripts/setup.sh /root/scripts/setup.sh
 COPY scripts/patches /root/scripts/patches
 # setup.sh reports the Horovod build with these two modules (they import no other), before the rest is copied
-COPY plugins/flytekit-horovod/flytekitplugins/horovod/build_info.py plugins/flytekit-horovod/flytekitplugins/horovod/frameworks.py \
+COPY plugins/flytekit-horovod/flytekitplugins/horovod/build_info.py \
      /root/plugins/flytekit-horovod/flytekitplugins/horovod/
-RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod rossmann \
-    && touch plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py rossmann/__init__.py
+COPY plugins/flytekit-horovod/flytekitplugins/horovod/executor/frameworks.py \
+     /root/plugins/flytekit-horovod/flytekitplugins/horovod/executor/
+RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod/executor rossmann \
+    && touch plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py \
+             plugins/flytekit-horovod/flytekitplugins/horovod/executor/__init__.py rossmann/__init__.py
 # The Horovod wheel setup.sh builds is kept in a BuildKit cache (.cache/wheels), so a rebuild does not recompile it.
 RUN --mount=type=cache,target=/root/.cache \
     VENV=/opt/venv TF_PACKAGE=${TF_PACKAGE} GPU=${GPU} TORCH_INDEX_URL=${TORCH_INDEX_URL} WITH_MPI=1 EXTRAS=test \

@@ -28,7 +28,7 @@ from flytekitplugins.spark import Spark
 
 from flytekitplugins.horovod import (Horovod, HorovodSpark, MPIJob, Worker, compression, current_horovod_spark,
                                      spark_backend, spark_checkpoint_url, spark_store)
-from flytekitplugins.horovod.rank import launched_rank
+from flytekitplugins.horovod.executor.rank import launched_rank
 from rossmann import hyperparameters
 from rossmann.synthetic import TEST_DAYS
 

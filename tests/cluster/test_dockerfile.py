@@ -158,7 +158,8 @@ def test_cpu_and_gpu_variants_build_horovod_for_both_frameworks_the_gpu_one_with
     assert {"HOROVOD_WITH_TENSORFLOW=1", "HOROVOD_WITH_PYTORCH=1", "HOROVOD_WITH_GLOO=1"} <= set(build)
     assert 'patch -s -p1 -d "$src/horovod-$hvd_version" < "$HVD_PATCH"' in SETUP_SH
     copied = " ".join(of("COPY"))
-    for needed in ("scripts/patches", "flytekitplugins/horovod/build_info.py", "flytekitplugins/horovod/frameworks.py"):
+    for needed in ("scripts/patches", "flytekitplugins/horovod/build_info.py",
+                   "flytekitplugins/horovod/executor/frameworks.py"):
         assert needed in copied, f"the image must have {needed} before setup.sh runs"
 
 

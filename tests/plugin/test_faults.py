@@ -10,10 +10,10 @@ import urllib.request
 
 import pytest
 
-from flytekitplugins.horovod import gloo
-from flytekitplugins.horovod.processes import PARENT_PID_ENV, Processes
-from flytekitplugins.horovod.rank import RESULT_FD, STDIN, RankJob, rank_command
-from flytekitplugins.horovod.settings import Horovod
+from flytekitplugins.horovod.executor import gloo
+from flytekitplugins.horovod.executor.processes import PARENT_PID_ENV, Processes
+from flytekitplugins.horovod.executor.rank import RESULT_FD, STDIN, RankJob, rank_command
+from flytekitplugins.horovod.executor.settings import Horovod
 from tests.conftest import ROOT, _leftovers, run_command
 
 

@@ -1,11 +1,20 @@
-"""What Spark tasks run is pickled by value (``spark_launcher._BY_VALUE``) for executors that have no flytekit: none of
-those modules may import flytekit at the top. Checked in a fresh interpreter where flytekit cannot be imported."""
+"""What a rank or a Spark executor runs is ``flytekitplugins.horovod.executor``, shipped to Spark executors by value
+(``spark_launcher._BY_VALUE``) because they have no flytekit: nothing in it may import flytekit at the top. Checked in
+fresh interpreters where flytekit cannot be imported, down to a rank process's own entry point."""
 
+import os
+import pickle
 import subprocess
 import sys
 
-IMPORT_WITHOUT_FLYTEKIT = """
-import importlib.abc, importlib.util, sys, types
+import cloudpickle
+
+from flytekitplugins.horovod import spark_launcher
+from flytekitplugins.horovod.executor.rank import RANK_ENTRY, RankJob
+from flytekitplugins.horovod.executor.settings import Horovod
+
+NO_FLYTEKIT = """
+import importlib.abc, sys
 
 class NoFlytekit(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -14,30 +23,51 @@ class NoFlytekit(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, NoFlytekit())
-# the package without its __init__, which registers the task plugins (and so imports flytekit)
-package = types.ModuleType("flytekitplugins.horovod")
-package.__path__ = list(importlib.util.find_spec("flytekitplugins.horovod").submodule_search_locations)
-sys.modules[package.__name__] = package
+"""
 
-from flytekitplugins.horovod import spark_launcher
+IMPORT_EXECUTOR = NO_FLYTEKIT + """
+import importlib, pkgutil
+import flytekitplugins.horovod.executor as executor
 
-print(" ".join(module.__name__ for module in spark_launcher._BY_VALUE))
+for module in pkgutil.iter_modules(executor.__path__, executor.__name__ + "."):
+    importlib.import_module(module.name)
+print(" ".join(sorted(name for name in sys.modules if name.startswith(executor.__name__ + "."))))
 print(" ".join(sorted(name for name in sys.modules if name.split(".")[0] == "flytekit")) or "-")
 """
 
 
-def test_the_modules_spark_tasks_run_by_value_import_without_flytekit():
-    ran = subprocess.run([sys.executable, "-c", IMPORT_WITHOUT_FLYTEKIT], capture_output=True, text=True, timeout=60)
+def _without_flytekit(program: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_executor_package_imports_without_flytekit():
+    ran = _without_flytekit(IMPORT_EXECUTOR)
     assert ran.returncode == 0, ran.stderr[-3000:]
-    by_value, flytekit_modules = ran.stdout.splitlines()
-    assert "flytekitplugins.horovod.spark_launcher" in by_value.split()
-    assert "flytekitplugins.horovod.classify" in by_value.split()
+    modules, flytekit_modules = ran.stdout.splitlines()
+    assert {"flytekitplugins.horovod.executor.rank", "flytekitplugins.horovod.executor.spark_barrier_task",
+            "flytekitplugins.horovod.executor.classify"} <= set(modules.split())
     assert flytekit_modules == "-"
+
+
+def test_what_spark_ships_by_value_is_the_executor_package():
+    assert [module.__name__ for module in spark_launcher._BY_VALUE] == ["flytekitplugins.horovod.executor"]
+
+
+def test_a_rank_runs_its_job_without_flytekit(tmp_path):
+    """A rank process's own entry point (``RANK_ENTRY``: ``rank_main``) runs a pickled job and writes its result."""
+    job = tmp_path / "job.pkl"
+    job.write_bytes(cloudpickle.dumps(RankJob.of(dict, {"answer": 42}, str(tmp_path / "failures"),
+                                                 Horovod(framework=None))))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "HOROVOD_", "PMI_"))}
+    ran = subprocess.run([sys.executable, "-c", NO_FLYTEKIT + RANK_ENTRY, str(job), str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "flytekit is not installed here" not in ran.stderr
+    result = pickle.loads((tmp_path / "result-0.pkl").read_bytes())
+    assert result.value == {"answer": 42}
 
 
 def test_the_check_itself_sees_a_module_that_imports_flytekit():
     """The same interpreter refuses the modules that do import flytekit at the top (the task plugins)."""
-    program = IMPORT_WITHOUT_FLYTEKIT.replace("from flytekitplugins.horovod import spark_launcher",
-                                              "from flytekitplugins.horovod import errors")
-    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    ran = _without_flytekit(NO_FLYTEKIT + "from flytekitplugins.horovod import errors")
     assert ran.returncode != 0 and "flytekit is not installed here" in ran.stderr, ran.stderr[-3000:]

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from typing import List, Optional, Sequence, Tuple
 
-from .frameworks import FRAMEWORK_BUILDS
+from .executor.frameworks import FRAMEWORK_BUILDS
 
 
 def horovod_dir() -> Optional[str]:

@@ -107,8 +107,8 @@ def rank_host(command: Sequence[str], env: Dict[str, str], rank: int) -> Optiona
 def launcher_failure(command: Sequence[str], env: Dict[str, str], output: str, code: int) -> BaseException:
     """The task's error for a launcher that exited with ``code``: the rank it names (recorded with its host among
     what the ranks recorded in the job's failure folder), else what the ranks recorded, else the launcher's output."""
-    from .classify import DIED, describe_status, launcher_failed_rank
-    from .failures import job_failures
+    from .executor.classify import DIED, describe_status, launcher_failed_rank
+    from .executor.failures import job_failures
 
     failures = job_failures(_option(command, "--raw-output-data-prefix", "pyflyte-execute"))
     named = launcher_failed_rank(output)
@@ -125,7 +125,7 @@ def write_task_error(command: Sequence[str], error: BaseException) -> None:
     in the Flyte context ``pyflyte-execute`` itself would set up."""
     from flytekit.bin.entrypoint import setup_execution
 
-    from . import _shims
+    from .executor import _shims
 
     with setup_execution(_option(command, "--raw-output-data-prefix", "pyflyte-execute"),
                          output_metadata_prefix=_option(command, "--output-prefix", "pyflyte-execute")) as ctx:
@@ -140,7 +140,7 @@ def run(command: Sequence[str], slots: int) -> int:
     from flytekit.core.constants import FLYTE_FAIL_ON_ERROR
     from flytekit.core.utils import str2bool
 
-    from .processes import Processes
+    from .executor.processes import Processes
 
     if "pyflyte-execute" not in command:
         raise SystemExit(f"cluster_launcher: no pyflyte-execute in the launcher command {' '.join(command)}")
@@ -165,7 +165,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--slots", type=int, required=True, help="ranks per worker pod (the task's slots)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the launcher command")
-    from .settings import whole_number
+    from .executor.settings import whole_number
 
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

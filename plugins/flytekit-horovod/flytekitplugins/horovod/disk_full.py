@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
 
-from .classify import NO_SPACE, no_space_path
+from .executor.classify import NO_SPACE, no_space_path
 
 
 class DiskFullError(FlyteRecoverableException):

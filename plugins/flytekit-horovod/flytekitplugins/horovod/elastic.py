@@ -8,11 +8,11 @@ from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from .flyte_context import FlyteRankContext
+from .executor.flyte_context import FlyteRankContext
+from .executor.rank import launched_rank
+from .executor.settings import Horovod, HorovodConfigError
 from .local_launcher import run_local_elastic
 from .mpi import adopt, cluster_command, execute_in_world, fill_job_defaults
-from .rank import launched_rank
-from .settings import Horovod, HorovodConfigError
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
 
-from .classify import spark_rank_killed
+from .executor.classify import spark_rank_killed
 
 
 class RankFailedError(RuntimeError):

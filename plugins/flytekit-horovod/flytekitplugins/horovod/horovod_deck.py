@@ -10,8 +10,8 @@ import json
 import os
 from typing import Dict, List, Optional, Tuple
 
-from .rank_output import log_dir
-from .settings import Horovod
+from .executor.rank_output import log_dir
+from .executor.settings import Horovod
 
 LOG_TAIL_LINES = 400  # per log file in the Deck; the whole file stays in the task's log folder
 

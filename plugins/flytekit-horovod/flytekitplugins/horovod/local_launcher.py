@@ -15,15 +15,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import cloudpickle
 
-from . import gloo
-from .classify import DIED, mpirun_failed_rank
 from .errors import InterruptedByUser
-from .failures import RankFailures
-from .flyte_context import FlyteRankContext
-from .processes import PARENT_PID_ENV, Processes
-from .rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
-from .rank_output import RankOutput
-from .settings import Horovod, whole_number
+from .executor import gloo
+from .executor.classify import DIED, mpirun_failed_rank
+from .executor.failures import RankFailures
+from .executor.flyte_context import FlyteRankContext
+from .executor.processes import PARENT_PID_ENV, Processes
+from .executor.rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
+from .executor.rank_output import RankOutput
+from .executor.settings import Horovod, whole_number
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -139,7 +139,7 @@ def run_local_elastic(
     that is rank 0 at the end."""
     hosts = local_host_names()
     if max_workers > len(hosts):
-        from .settings import HorovodConfigError
+        from .executor.settings import HorovodConfigError
 
         raise HorovodConfigError(f"a local elastic run stands for each worker host by a name of this host; there are "
                                  f"{len(hosts)} ({', '.join(hosts)}), max_workers={max_workers} needs more")

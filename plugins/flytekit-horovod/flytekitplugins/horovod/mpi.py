@@ -16,14 +16,14 @@ from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from . import _shims
 from .errors import LauncherStopped, RankLostError
-from .failures import RankFailures, job_failures
-from .flyte_context import FlyteRankContext
+from .executor import _shims
+from .executor.failures import RankFailures, job_failures
+from .executor.flyte_context import FlyteRankContext
+from .executor.rank import current_rank, launched_rank, launched_size, start_liveness, start_rank
+from .executor.settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within, whole_number
 from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
-from .rank import current_rank, launched_rank, launched_size, start_liveness, start_rank
-from .settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within, whole_number
 
 logger = logging.getLogger("flytekitplugins.horovod")
 

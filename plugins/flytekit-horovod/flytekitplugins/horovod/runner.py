@@ -3,8 +3,8 @@
 import tempfile
 from typing import Any, Callable, Optional
 
+from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .local_launcher import run_local
-from .settings import Horovod, HorovodConfigError, whole_number
 from .spark import current_horovod_spark, prepare_local_session
 from .spark_launcher import run_on_spark
 

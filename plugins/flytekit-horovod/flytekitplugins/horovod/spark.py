@@ -16,15 +16,15 @@ from flytekit.extend import ExecutionState, TaskPlugins
 from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
-from . import _shims
-from .classify import rank_of
 from .disk_full import disk_full_error
 from .errors import lost_in_horovod_launcher
+from .executor import _shims
+from .executor.classify import rank_of
+from .executor.rank import import_path
+from .executor.rank_output import RankOutput, log_dir
+from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .horovod_deck import add_horovod_deck
 from .interrupt import stops_spark_on_interrupt
-from .rank import import_path
-from .rank_output import RankOutput, log_dir
-from .settings import Horovod, HorovodConfigError, whole_number
 from .spark_launcher import horovod_spark_options, run_on_spark, spark_slots
 
 logger = logging.getLogger("flytekitplugins.horovod")

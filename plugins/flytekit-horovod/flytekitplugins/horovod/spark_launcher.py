@@ -10,7 +10,6 @@ services).
 """
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -23,17 +22,15 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import cloudpickle
 
-from . import _shims
-from . import classify as classify_module, failures as failures_module, gloo as gloo_module
-from . import processes as processes_module, rank as rank_module
-from .classify import DIED
-from .failures import RankFailures, record_failure
-from .gloo import (PLAN_SCOPE, default_interface, host_plan, interface_of, loopback_interface, rank_env,
-                   start_rendezvous, stop_soon)
-from .processes import PARENT_PID_ENV, SETTLE_S, Processes
-from .rank import RESULT_FD, STDIN, RankJob, RankResult, import_path, rank_command, run_rank
-from .rank_output import RankOutput
-from .settings import Horovod
+from . import executor
+from .executor import _shims
+from .executor.failures import RankFailures
+from .executor.gloo import start_rendezvous, stop_soon
+from .executor.processes import SETTLE_S
+from .executor.rank import RankJob, RankResult, import_path, run_rank
+from .executor.rank_output import RankOutput
+from .executor.settings import Horovod
+from .executor.spark_barrier_task import barrier_rank
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -144,7 +141,7 @@ def _run_barrier_stage(sc, job: bytes, num_proc: int, env: Dict[str, str], local
     outcome: Dict[str, Any] = {}
 
     def barrier_task(_):
-        yield _barrier_rank(job, env, local_mode, address, port, failures.folder)
+        yield barrier_rank(job, env, local_mode, address, port, failures.folder)
 
     def stage() -> None:
         try:
@@ -192,11 +189,11 @@ def _protocols(fs) -> Tuple[str, ...]:
 
 
 _BY_VALUE_LOCK = threading.Lock()
-# What the barrier tasks run: pickled by value, so a Spark worker runs it without importing this package (which
-# imports flytekit: a second in every new Spark Python worker). None of these modules imports flytekit at the top
-# (tests/plugin/test_no_flytekit.py), and the barrier code refers to their functions by name, never to a module
-# object (that would pickle it whole).
-_BY_VALUE = (sys.modules[__name__], gloo_module, processes_module, rank_module, failures_module, classify_module)
+# What the barrier tasks run: the ``executor`` package (cloudpickle takes a package's submodules with it), pickled by
+# value, so a Spark worker runs it without importing this package's task plugins (flytekit: a second in every new
+# Spark Python worker). The package imports no flytekit (tests/plugin/test_no_flytekit.py), and the barrier code
+# refers to its functions by name, never to a module object (that would pickle it whole).
+_BY_VALUE = (executor,)
 
 
 @contextlib.contextmanager
@@ -217,47 +214,3 @@ def _pickled_by_value() -> Iterator[None]:
         finally:
             for module in added:
                 unregister_pickle_by_value(module)
-
-
-def _barrier_rank(job: bytes, extra_env: Dict[str, str], local_mode: bool, address: str, port: int,
-                  failure_dir: str) -> Tuple[int, int, Optional[bytes]]:
-    """Body of one barrier task: its slot from every task's host, the hosts to the driver, one rank process."""
-    from urllib.request import Request, urlopen
-
-    from pyspark import BarrierTaskContext
-
-    ctx = BarrierTaskContext.get()
-    infos = ctx.getTaskInfos()
-    if local_mode:
-        hosts = ["127.0.0.1"] * len(infos)
-    else:
-        hosts = [socket.gethostbyname(info.address.rsplit(":", 1)[0]) for info in infos]
-    slot = host_plan(hosts)[1][ctx.partitionId()]
-    request = Request(f"http://{address}:{port}/{PLAN_SCOPE}/hosts", data=json.dumps(hosts).encode(), method="PUT")
-    urlopen(request, timeout=60).read()  # answered once the rendezvous server has the plan
-    iface = loopback_interface() if local_mode else interface_of(slot.hostname) or default_interface()
-    env = {**os.environ, **extra_env, **rank_env(slot, address, port, iface), PARENT_PID_ENV: str(os.getpid())}
-    read_end, write_end = os.pipe()
-    processes = Processes()
-    result: List[bytes] = []
-    try:
-        try:
-            processes.start(f"rank {slot.rank}", rank_command(STDIN, f"{RESULT_FD}{write_end}"), env,
-                            prefix=str(slot.rank), stdin=job, pass_fds=(write_end,))
-        finally:
-            os.close(write_end)  # the rank has its copy; the result pipe ends when the rank does
-        reader = threading.Thread(target=lambda: result.append(_read_all(read_end)), daemon=True)
-        reader.start()
-        failed = processes.wait(on_exit=lambda index, code: record_failure(
-            failure_dir, slot.rank, DIED, processes.describe_exit(index, code), replace=False))
-        reader.join()
-        return slot.rank, failed[1] if failed else 0, result[0] if result else None
-    finally:
-        os.close(read_end)
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from .executor.settings import HorovodConfigError, whole_number
 from .quiet_store import QuietStore
-from .settings import HorovodConfigError, whole_number
 from .spark import current_horovod_spark, spark_checkpoint_url
 
 FOLDER = "torch-estimator"  # under the task's Flyte checkpoint

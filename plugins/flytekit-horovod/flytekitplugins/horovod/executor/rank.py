@@ -28,7 +28,7 @@ logger = logging.getLogger("flytekitplugins.horovod")
 RANK_ENV_VARS = ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "PMI_RANK")
 SIZE_ENV_VARS = ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "PMI_SIZE")
 # How every rank process starts: ``rank_main`` with where its job comes from and where its result goes.
-RANK_ENTRY = "from flytekitplugins.horovod.rank import rank_main; rank_main()"
+RANK_ENTRY = "from flytekitplugins.horovod.executor.rank import rank_main; rank_main()"
 STDIN = "-"  # JOB argument: the pickled job arrives on standard input
 RESULT_FD = "fd:"  # RESULT argument prefix: write the pickled result to this inherited file descriptor
 

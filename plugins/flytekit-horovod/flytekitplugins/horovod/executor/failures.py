@@ -22,7 +22,7 @@ import fsspec
 
 from .classify import ECHO, RECOVERABLE, exception_kind, headline
 
-_PLUGIN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the plugin, not only executor/
 
 
 @dataclass
@@ -110,7 +110,7 @@ class RankFailures:
 
     def error(self, launcher_error: BaseException) -> Exception:
         """One error for the task: the first cause, with its rank, host and text, and who failed after it."""
-        from .errors import RankFailedError, RankLostError
+        from ..errors import RankFailedError, RankLostError
 
         failures = self.failures()
         if not failures and isinstance(launcher_error, (RankFailedError, RankLostError)):
