@@ -2,7 +2,7 @@
 # Every target sets up first; the set-up takes seconds when nothing changed.
 PYTEST_ARGS ?=
 
-.PHONY: setup run run-mpi run-torch test test-fast test-multihost bench reliability
+.PHONY: setup run run-mpi run-torch lint test test-fast test-multihost bench reliability
 setup:
 	bash scripts/setup.sh
 
@@ -15,12 +15,16 @@ run-mpi: setup
 run-torch: setup
 	.venv/bin/pyflyte run workflows/rossmann.py wf_torch
 
+# ruff with flytekit's settings (pyproject.toml [tool.ruff]); a lint error stops the tests before they start.
+lint: setup
+	.venv/bin/ruff check .
+
 # pytest exits 5 when it collected no test; make treats any non-zero exit as a failure, so that fails too.
-test: setup
+test: lint
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
 
 # The fast part alone: no slow end-to-end, fault or multi-host test.
-test-fast: setup
+test-fast: lint
 	.venv/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Several hosts as Linux network namespaces on this machine (root); `make test` runs them too when it can.
@@ -30,6 +34,6 @@ test-multihost: setup
 bench: setup
 	bash bench/run_all.sh
 
-# Every fault and bad input run for real; rewrites docs/reliability.md (about 7 minutes).
+# Every fault and bad input run for real; rewrites docs/reliability.md (about 40 minutes on 2 cores; root).
 reliability: setup
 	.venv/bin/python scripts/reliability.py

@@ -24,9 +24,19 @@ from pyspark.sql import types as T
 from rossmann.data import RawData
 from rossmann.dates import backtest_window
 from rossmann.encoding import _vocab_key
-from rossmann.features import (BACKTEST, CATEGORICAL_COLS, CONTINUOUS_COLS, COUNTER_HORIZON, EVENT_COLS, LABEL_COL,
-                               add_competition_features, add_date_parts, add_promo2_features, add_store_crosses,
-                               join_sources)
+from rossmann.features import (
+    BACKTEST,
+    CATEGORICAL_COLS,
+    CONTINUOUS_COLS,
+    COUNTER_HORIZON,
+    EVENT_COLS,
+    LABEL_COL,
+    add_competition_features,
+    add_date_parts,
+    add_promo2_features,
+    add_store_crosses,
+    join_sources,
+)
 from rossmann.prepared import write_prepared
 
 

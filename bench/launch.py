@@ -22,8 +22,7 @@ import io
 import json
 import sys
 
-from bench._common import (PYTHON, ROOT, fmt, header, machine, median, parser, round_robin, run_wall, save,
-                           table, timed)
+from bench._common import PYTHON, ROOT, fmt, header, machine, median, parser, round_robin, run_wall, save, table, timed
 
 BODY = str(ROOT / "bench" / "_body.py")
 MPIRUN = ["mpirun", "--allow-run-as-root", "-np", "2", "-bind-to", "none", "-map-by", "slot", PYTHON, BODY]

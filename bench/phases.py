@@ -20,7 +20,6 @@ import functools
 import json
 import re
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from typing import Any, Dict

@@ -18,11 +18,20 @@ Target: ours at least 20x faster.
 
 from __future__ import annotations
 
-import json
-import os
-
-from bench._common import (CACHE, fmt, header, machine, median, parser, prepared_data, round_robin, save,
-                           spark_session, table, timed)
+from bench._common import (
+    CACHE,
+    fmt,
+    header,
+    machine,
+    median,
+    parser,
+    prepared_data,
+    round_robin,
+    save,
+    spark_session,
+    table,
+    timed,
+)
 
 # Horovod's per-row cost does not depend on how many rows there are; only its per-task model loading is
 # amortised over fewer rows (docs/performance.md says by how much). Ours always predicts all test rows.
@@ -36,8 +45,7 @@ def trained_model(prepared, hidden, quick: bool):
     import numpy as np
     import tensorflow as tf
 
-    from rossmann.model import CUSTOM_OBJECTS
-    from rossmann.model import build_model, compile_model, make_optimizer
+    from rossmann.model import CUSTOM_OBJECTS, build_model, compile_model, make_optimizer
     from rossmann.prepared import continuous_stats, feature_cols, load_metadata, model_inputs, read_split
 
     path = CACHE / "models" / f"{prepared.name}-{'-'.join(map(str, hidden))}"

@@ -20,8 +20,20 @@ import shutil
 import time
 
 from bench import _reference_prep
-from bench._common import (CACHE, fmt, header, machine, median, parser, prepared_path, round_robin, save,
-                           spark_session, synthetic_data, table)
+from bench._common import (
+    CACHE,
+    fmt,
+    header,
+    machine,
+    median,
+    parser,
+    prepared_path,
+    round_robin,
+    save,
+    spark_session,
+    synthetic_data,
+    table,
+)
 
 
 def _run(spark, data_dir, out_dir, prepare, phases):
@@ -42,8 +54,6 @@ def _run(spark, data_dir, out_dir, prepare, phases):
 def compare(ours, theirs) -> dict:
     """Every column of every row of train/val/test, after sorting both by their keys: must be identical."""
     import json
-
-    import pandas as pd
 
     from rossmann.prepared import read_split
 

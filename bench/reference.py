@@ -31,8 +31,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from bench._common import (CACHE, PYTHON, ROOT, fmt, header, load_average, machine, parser, save,
-                           table)
+from bench._common import CACHE, PYTHON, ROOT, fmt, header, load_average, machine, parser, save, table
 from bench.full_size import measured, run_wf
 
 EXAMPLE = ROOT / "bench" / "_reference_example.py"

@@ -60,9 +60,8 @@ def main() -> None:
     warmup, steps = (5, 20) if args.quick else (20, 150)
     header("training scale: 1 rank vs 2 ranks on 2 cores; allreduce bandwidth", args.quick)
     info = machine()
-    from flytekitplugins.horovod import Horovod, HorovodRunner
-
     from bench import _train_body
+    from flytekitplugins.horovod import Horovod, HorovodRunner
 
     prepared = str(prepared_data(args.quick))
     training = {m: {c: [] for c in CONFIGS} for m in MODELS}

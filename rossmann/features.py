@@ -11,11 +11,11 @@ import logging
 import os
 import time
 
-from flytekitplugins.horovod.disk_full import names_a_full_disk
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from flytekitplugins.horovod.disk_full import names_a_full_disk
 from rossmann.data import RawData, RossmannDataError
 from rossmann.dates import backtest_window
 from rossmann.encoding import build_vocab, encode

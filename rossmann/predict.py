@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from flytekitplugins.horovod.disk_full import names_a_full_disk
 
+from flytekitplugins.horovod.disk_full import names_a_full_disk
 from rossmann.atomic import atomic_write
 from rossmann.model_dir import KERAS_MODEL, TORCH_MODEL, framework
 from rossmann.prepared import Metadata, feature_cols, load_metadata, model_inputs, read_split

@@ -26,8 +26,15 @@ from rossmann.metrics import SCORED_LOG_SALES, rmspe
 from rossmann.model_dir import History, write_history_and_metrics
 from rossmann.prepared import continuous_stats, count_rows, feature_cols, load_metadata, read_split
 from rossmann.schedule import MONITOR, epoch_line, half_cosine
-from rossmann.torch_model import (EPSILON, build_torch_model, calibrate_for_rmspe, fill_untrained_embeddings,
-                                  predict_log_sales, save_torchscript, torch_inputs)
+from rossmann.torch_model import (
+    EPSILON,
+    build_torch_model,
+    calibrate_for_rmspe,
+    fill_untrained_embeddings,
+    predict_log_sales,
+    save_torchscript,
+    torch_inputs,
+)
 from rossmann.train_state import TrainState, reading, replace_current, resume
 
 log = logging.getLogger(__name__)

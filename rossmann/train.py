@@ -29,14 +29,29 @@ import tensorflow as tf
 from rossmann.atomic import replaced_whole
 from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, read_checkpoint, restore, resume
 from rossmann.hyperparameters import BATCH_SIZE, DROPOUT, EPOCHS, HIDDEN, LEARNING_RATE
-from rossmann.metrics import rmspe
-from rossmann.model import (CUSTOM_OBJECTS, LOSS, build_model, calibrate_for_rmspe, compile_model, exp_rmspe,
-                            fill_untrained_embeddings, make_optimizer)
 from rossmann.keras_callbacks import PublishedCheckpoint, SaveWhenTrainingEnds, schedule_callbacks
+from rossmann.metrics import rmspe
+from rossmann.model import (
+    CUSTOM_OBJECTS,
+    LOSS,
+    build_model,
+    calibrate_for_rmspe,
+    compile_model,
+    exp_rmspe,
+    fill_untrained_embeddings,
+    make_optimizer,
+)
 from rossmann.model_dir import KERAS_MODEL, History, plain_history, write_history_and_metrics
 from rossmann.predict import predict_log_sales
-from rossmann.prepared import (Metadata, continuous_stats, count_rows, feature_cols, load_metadata, model_inputs,
-                               read_split)
+from rossmann.prepared import (
+    Metadata,
+    continuous_stats,
+    count_rows,
+    feature_cols,
+    load_metadata,
+    model_inputs,
+    read_split,
+)
 from rossmann.schedule import MONITOR
 
 log = logging.getLogger(__name__)

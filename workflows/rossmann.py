@@ -26,8 +26,17 @@ from flytekit import Resources, task, workflow
 from flytekit.types.directory import FlyteDirectory
 from flytekitplugins.spark import Spark
 
-from flytekitplugins.horovod import (Horovod, HorovodSpark, MPIJob, Worker, compression, current_horovod_spark,
-                                     spark_backend, spark_checkpoint_url, spark_store)
+from flytekitplugins.horovod import (
+    Horovod,
+    HorovodSpark,
+    MPIJob,
+    Worker,
+    compression,
+    current_horovod_spark,
+    spark_backend,
+    spark_checkpoint_url,
+    spark_store,
+)
 from flytekitplugins.horovod.executor.rank import launched_rank
 from rossmann import hyperparameters
 from rossmann.synthetic import TEST_DAYS

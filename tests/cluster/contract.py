@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Tuple, Union
 
-from flyteidl.core import tasks_pb2, types_pb2
 from flyteidl.admin import workflow_pb2
+from flyteidl.core import tasks_pb2, types_pb2
 from google.protobuf.json_format import MessageToDict
 
 # kfmpi's mpirun base command (flytekitplugins-kfmpi MPIFunctionTask._MPI_BASE_COMMAND), what its users' launchers run.

@@ -11,12 +11,12 @@ import copy
 from collections import OrderedDict
 
 import pytest
-from flytekit import task
-from flytekit.configuration import ImageConfig, SerializationSettings
-from flytekit.tools.translator import get_serializable
 from flyteidl.core import tasks_pb2
 from flyteidl.plugins import spark_pb2
 from flyteidl.plugins.kubeflow import mpi_pb2 as kubeflow_mpi
+from flytekit import task
+from flytekit.configuration import ImageConfig, SerializationSettings
+from flytekit.tools.translator import get_serializable
 from google.protobuf import struct_pb2
 
 from flytekitplugins.horovod import CleanPodPolicy, Horovod, HorovodJob, Launcher, MPIJob, RunPolicy, Worker

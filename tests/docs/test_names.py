@@ -29,6 +29,7 @@ _SNAKE = re.compile(r"^[a-z_][a-z0-9_]*$")
 def namespace() -> Dict[str, Any]:
     """The names a doc can call without a module prefix: the plugin's public names, flytekit's, Hyperparameters."""
     import flytekit
+
     import flytekitplugins.horovod as plugin
     from workflows.rossmann import Hyperparameters
 

@@ -18,7 +18,7 @@ def test_the_rank_that_died_is_named_twenty_times_of_twenty_with_the_other_core_
     fails as its echo each time. Every run must name rank 1 and how it ended."""
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        ran = run_command([sys.executable, "tests/plugin/flows/dying_rank.py", "gloo", "exit,kill", str(RUNS)],
+        ran = run_command([sys.executable, "tests/support/faulty_rank.py", "gloo", "exit,kill", str(RUNS)],
                           timeout=400)
     finally:
         hog.kill()

@@ -86,7 +86,7 @@ def test_real_gloo_ranks_meet_when_one_task_starts_ten_seconds_late(tmp_path):
 
 
 def _reported(output: str) -> str:
-    """What dying_rank.py printed of the error it caught: ``ERROR <type>`` and the message (not a log line)."""
+    """What faulty_rank.py printed of the error it caught: ``ERROR <type>`` and the message (not a log line)."""
     found = re.search(r"^ERROR \w+\n", output, re.MULTILINE)
     return output[found.start():] if found else ""
 
@@ -96,7 +96,7 @@ def _reported(output: str) -> str:
 @pytest.mark.parametrize("how, cause", [("exit", "exited with status 3"), ("kill", "killed by SIGKILL")])
 @pytest.mark.parametrize("route", ["gloo", "mpi", "spark"])
 def test_the_rank_that_died_is_named_not_its_echo(route, how, cause, attempt):
-    ran = run_command([sys.executable, "tests/plugin/flows/dying_rank.py", route, how], timeout=300)
+    ran = run_command([sys.executable, "tests/support/faulty_rank.py", route, how], timeout=300)
     error = _reported(ran.output)
     assert error.startswith("ERROR RankLostError\n"), ran.output[-4000:]  # recoverable: Flyte may retry
     headline = error.splitlines()[1]
@@ -110,7 +110,7 @@ def test_the_rank_that_died_is_named_not_its_echo(route, how, cause, attempt):
 def test_a_frozen_rank_is_named_as_lost_after_the_lost_rank_timeout(route):
     """Rank 1 stops (SIGSTOP) with its connections open, as a rank whose host or link is gone looks to the others:
     no launcher sees it end, the collectives just wait. Rank 0 names it as lost after ``lost_rank_timeout`` (5 s)."""
-    ran = run_command([sys.executable, "tests/plugin/flows/dying_rank.py", route, "stop"], timeout=300)
+    ran = run_command([sys.executable, "tests/support/faulty_rank.py", route, "stop"], timeout=300)
     error = _reported(ran.output)
     assert error.startswith("ERROR RankLostError\n"), ran.output[-4000:]
     assert re.match(r"Horovod rank 1 was lost on host \S+", error.splitlines()[1]), error[:2000]

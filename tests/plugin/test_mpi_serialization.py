@@ -3,9 +3,9 @@
 import pytest
 from flytekit import Resources, task
 from flytekit.configuration import ImageConfig, SerializationSettings
+from flytekit.core.python_auto_container import PythonAutoContainerTask
 from flytekitplugins import kfmpi
 from flytekitplugins.kfmpi.task import MPIFunctionTask
-from flytekit.core.python_auto_container import PythonAutoContainerTask
 
 from flytekitplugins.horovod import (
     CleanPodPolicy,

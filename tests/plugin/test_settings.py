@@ -82,8 +82,9 @@ def test_mpirun_keepalive_outlasts_the_lost_rank_timeout_and_is_openmpis_own():
 
 def test_horovodrun_accepts_the_flags():
     """The flags parse with horovodrun's own argument parser (not just our idea of them)."""
-    from horovod.runner.launch import parse_args
     import sys
+
+    from horovod.runner.launch import parse_args
 
     s = Horovod(fusion_threshold_mb=8, cycle_time_ms=1, autotune=True, autotune_log_file="a.csv",
                 timeline_filename="t.json", timeline_mark_cycles=True, hierarchical_allreduce=True,

@@ -1,7 +1,6 @@
 """The private flytekit and pyspark internals in ``flytekitplugins.horovod.executor._shims``: each test fails, naming what
 changed, when an upgrade of flytekit or pyspark removes or changes one."""
 
-import sys
 
 import flytekit
 import pyspark

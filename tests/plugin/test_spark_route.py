@@ -93,7 +93,7 @@ def test_serializes_as_spark_with_slots_added_only_where_unset():
 def test_explicit_conf_with_too_few_slots_is_refused_when_declared():
     with pytest.raises(HorovodConfigError, match=r"needs 4 Spark task slots at once, but spark_conf gives 2"):
         HorovodSpark(num_proc=4, spark_conf={"spark.executor.instances": "2", "spark.executor.cores": "1"})
-    with pytest.raises(HorovodConfigError, match="HorovodSpark\(num_proc=0\): needs a whole number of Horovod ranks, at least one"):
+    with pytest.raises(HorovodConfigError, match=r"HorovodSpark\(num_proc=0\): needs a whole number of Horovod ranks, at least one"):
         HorovodSpark(num_proc=0)
 
 

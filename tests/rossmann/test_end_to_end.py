@@ -12,8 +12,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from rossmann.data import load
-from rossmann.features import (CATEGORICAL_COLS, CONTINUOUS_COLS, COUNTER_HORIZON, EVENT_COLS, add_event_counters,
-                               prepare)
+from rossmann.features import (
+    CATEGORICAL_COLS,
+    CONTINUOUS_COLS,
+    COUNTER_HORIZON,
+    EVENT_COLS,
+    add_event_counters,
+    prepare,
+)
 from rossmann.prepared import read_split
 
 CATEGORICAL = [

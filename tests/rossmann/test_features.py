@@ -5,14 +5,22 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-
 from pyspark.sql import functions as F
 
 from rossmann.data import RawData
 from rossmann.dates import backtest_window
-from rossmann.features import (BACKTEST, COUNTER_HORIZON, NO_COMPETITION_DISTANCE, add_competition_features,
-                               add_date_parts, add_event_counters, add_promo2_features, build_vocab, encode,
-                               join_sources, split_rows)
+from rossmann.features import (
+    BACKTEST,
+    NO_COMPETITION_DISTANCE,
+    add_competition_features,
+    add_date_parts,
+    add_event_counters,
+    add_promo2_features,
+    build_vocab,
+    encode,
+    join_sources,
+    split_rows,
+)
 
 D = dt.date
 

@@ -6,8 +6,15 @@ import pytest
 import tensorflow as tf
 
 from rossmann.metrics import rmspe
-from rossmann.model import CUSTOM_OBJECTS, exp_rmspe
-from rossmann.model import build_model, calibrate_for_rmspe, compile_model, fill_untrained_embeddings, make_optimizer
+from rossmann.model import (
+    CUSTOM_OBJECTS,
+    build_model,
+    calibrate_for_rmspe,
+    compile_model,
+    exp_rmspe,
+    fill_untrained_embeddings,
+    make_optimizer,
+)
 from rossmann.predict import predict_log_sales
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, model_inputs, read_split
 

@@ -7,7 +7,6 @@ import dataclasses
 import filecmp
 import math
 import os
-import time
 
 import pandas as pd
 import pytest

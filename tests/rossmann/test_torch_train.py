@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from tests.rossmann._fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped
 from rossmann.metrics import rmspe, rmspe_scale
 from rossmann.predict import load_model, predict_log_sales
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, read_split
 from rossmann.torch_model import build_torch_model, calibrate_for_rmspe, fill_untrained_embeddings
 from rossmann.torch_train import _read_checkpoint
 from rossmann.train_state import read_state, resume
+from tests.rossmann._fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped
 
 SMALL = dict(hidden=(64, 32), dropout=0.1, batch_size=64, learning_rate=3e-3)
 

@@ -7,12 +7,12 @@ import sys
 import numpy as np
 import pytest
 
-from tests.rossmann._fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped
 from rossmann.checkpoint import read_checkpoint, read_state, resume
 from rossmann.metrics import rmspe
 from rossmann.model import build_model
 from rossmann.predict import load_model, predict_log_sales
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, read_split
+from tests.rossmann._fixtures import BROKEN_STATE, check_broken_checkpoint_is_skipped
 
 SMALL = dict(hidden=(64, 32), dropout=0.1, batch_size=64, learning_rate=3e-3)
 
@@ -63,6 +63,7 @@ def run_two_ranks(prepared, out, **kwargs):
 
     def rank_fn():
         import tensorflow as tf
+
         from rossmann.train import train_rank
 
         digests = []
@@ -136,6 +137,7 @@ def test_a_checkpoint_that_cannot_be_read_is_skipped_with_a_warning(two_rank_run
 def test_fit_estimator_on_spark(spark, prepared, tmp_path, untrained_rmspe):
     from horovod.spark.common.backend import SparkBackend
     from horovod.spark.common.store import Store
+
     from rossmann.train import fit_estimator
 
     out = tmp_path / "trained"
@@ -152,6 +154,7 @@ def test_fit_estimator_on_spark(spark, prepared, tmp_path, untrained_rmspe):
 def test_the_estimators_copy_of_the_splits_is_theirs_and_removed_after(prepared, tmp_path):
     """The Estimator trains on the prepared Parquet copied into its store, and the copy goes when training ends."""
     from horovod.spark.common.store import Store
+
     from rossmann.estimator_data import splits_in_store
     from rossmann.prepared import count_rows, parquet_files
 

@@ -10,8 +10,15 @@ import flytekit
 import torch
 from flytekit import task, workflow
 
-from flytekitplugins.horovod import (Horovod, HorovodRunner, HorovodSpark, spark_backend, spark_checkpoint_url,
-                                     spark_run, spark_torch_resume)
+from flytekitplugins.horovod import (
+    Horovod,
+    HorovodRunner,
+    HorovodSpark,
+    spark_backend,
+    spark_checkpoint_url,
+    spark_run,
+    spark_torch_resume,
+)
 
 TORCH = Horovod(framework="pytorch")
 LR = 0.05

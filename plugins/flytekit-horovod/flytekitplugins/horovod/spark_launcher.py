@@ -200,8 +200,11 @@ _BY_VALUE = (executor,)
 def _pickled_by_value() -> Iterator[None]:
     """Make Spark's cloudpickle pickle ``_BY_VALUE``'s functions by value while it serialises a stage's code."""
     try:
-        from pyspark.cloudpickle import (list_registry_pickle_by_value, register_pickle_by_value,
-                                         unregister_pickle_by_value)
+        from pyspark.cloudpickle import (
+            list_registry_pickle_by_value,
+            register_pickle_by_value,
+            unregister_pickle_by_value,
+        )
     except ImportError:
         yield
         return
