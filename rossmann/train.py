@@ -218,7 +218,8 @@ def train_rank(
     import horovod.tensorflow.keras as hvd
 
     start = time.time()
-    hvd.init()
+    if not hvd.is_initialized():  # the plugin's rank has; a plain horovod.runner.run (as the tests use) has not
+        hvd.init()
     rank, size = hvd.rank(), hvd.size()
     prepared = Path(prepared_dir)
     metadata = load_metadata(prepared)

@@ -11,7 +11,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
@@ -61,13 +61,7 @@ def run_local(
     settings = settings or Horovod()
     if not whole_number(num_proc, at_least=1):
         raise ValueError(f"num_proc={num_proc!r}: a Horovod job needs a whole number of ranks, at least 1")
-    settings.check_before_launch()
-    job_dir = tempfile.mkdtemp(prefix="horovod-job-")
-    failures = RankFailures(os.path.join(job_dir, "failures"))
-    job_path = os.path.join(job_dir, "job.pkl")
-    write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
-                                                      all_ranks=all_ranks, workdir=job_dir)))
-    extra = {**settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
+    job_dir, job_path, failures, extra = _job(fn, kwargs, settings, flyte, all_ranks=all_ranks)
     env = {**os.environ, **extra}
     command = rank_command(job_path, job_dir)
     logger.info("launching %d Horovod ranks on this host (controller %s)", num_proc, settings.controller)
@@ -143,12 +137,7 @@ def run_local_elastic(
 
         raise HorovodConfigError(f"a local elastic run stands for each worker host by a name of this host; there are "
                                  f"{len(hosts)} ({', '.join(hosts)}), max_workers={max_workers} needs more")
-    settings.check_before_launch()
-    job_dir = tempfile.mkdtemp(prefix="horovod-job-")
-    failures = RankFailures(os.path.join(job_dir, "failures"))
-    job_path = os.path.join(job_dir, "job.pkl")
-    write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
-                                                      workdir=job_dir)))
+    job_dir, job_path, failures, extra = _job(fn, kwargs, settings, flyte)
     discovery = os.path.join(job_dir, "discover_hosts.sh")
     with open(discovery, "w") as f:
         f.write("#!/bin/sh\n" + "".join(f"echo {host}:{slots}\n" for host in hosts[:workers]))
@@ -157,7 +146,7 @@ def run_local_elastic(
             "-np", str(workers * slots), "--min-np", str(min_workers * slots), "--max-np", str(max_workers * slots),
             "--host-discovery-script", discovery, "--elastic-timeout", str(elastic_timeout),
             *settings.horovodrun_args(), *rank_command(job_path, job_dir)]
-    env = {**os.environ, **settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
+    env = {**os.environ, **extra}
     logger.info("launching an elastic Horovod job on this host: %d workers (%d..%d) x %d slots", workers,
                 min_workers, max_workers, slots)
     _verbose(settings, "running %s", " ".join(args))
@@ -177,6 +166,19 @@ def run_local_elastic(
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
         output.close()
+
+
+def _job(fn: Callable, kwargs: Optional[Dict[str, Any]], settings: Horovod, flyte: Optional[FlyteRankContext],
+         all_ranks: bool = False) -> Tuple[str, str, RankFailures, Dict[str, str]]:
+    """What both local launches set up: the settings checked, a job folder with the pickled job and the ranks'
+    failure records; returns (job folder, job file, failure records, the environment the ranks get on top)."""
+    settings.check_before_launch()
+    job_dir = tempfile.mkdtemp(prefix="horovod-job-")
+    failures = RankFailures(os.path.join(job_dir, "failures"))
+    job_path = os.path.join(job_dir, "job.pkl")
+    write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
+                                                      all_ranks=all_ranks, workdir=job_dir)))
+    return job_dir, job_path, failures, {**settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
 
 
 def interrupted(processes: Processes) -> InterruptedByUser:
