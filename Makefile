@@ -34,6 +34,6 @@ test-multihost: setup
 bench: setup
 	bash bench/run_all.sh
 
-# Every fault and bad input run for real; rewrites docs/reliability.md (about 40 minutes on 2 cores; root).
+# Every fault and bad input run for real; rewrites docs/reliability.md (about 15 minutes on 2 idle cores; root).
 reliability: setup
 	.venv/bin/python scripts/reliability.py
