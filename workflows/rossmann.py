@@ -47,15 +47,17 @@ RANKS = 2  # Horovod ranks of both training tasks (pods are sized before a task 
 # Known noise of this stack, silenced in every task's process and every process it starts (see quiet_known_noise):
 # TensorFlow's C++ start-up notices; the FutureWarnings petastorm and Horovod's Spark code raise on every read of the
 # pinned pyarrow (harmless there, see docs/stack.md); petastorm's per-epoch reader notice and Keras's HDF5 notice,
-# which the Estimator cannot avoid. Set either variable yourself to see them.
+# which the Estimator cannot avoid. Set either variable yourself to see them (in the task and its local ranks; Spark's
+# Python workers get the values SPARK_CONF registers).
 KNOWN_NOISE = [(FutureWarning, ""), (UserWarning, "petastorm.tf_utils"), (UserWarning, "horovod.spark.keras.util")]
+
+
+NOISE_ENV = {"TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONWARNINGS": ",".join(f"ignore::{c.__name__}:{m}" for c, m in KNOWN_NOISE)}
 
 
 def noise_env() -> typing.Dict[str, str]:
     """The environment variables that silence the known noise, less those already set (by a user who wants it)."""
-    env = {"TF_CPP_MIN_LOG_LEVEL": "1",
-           "PYTHONWARNINGS": ",".join(f"ignore::{c.__name__}:{m}" for c, m in KNOWN_NOISE)}
-    return {name: value for name, value in env.items() if name not in os.environ}
+    return {name: value for name, value in NOISE_ENV.items() if name not in os.environ}
 
 
 def quiet_known_noise() -> None:
@@ -71,7 +73,8 @@ def quiet_known_noise() -> None:
 # spark.executorEnv: the environment Spark starts its Python workers (and so the Estimator's ranks) with
 SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g", "spark.ui.enabled": "false",
               "spark.ui.showConsoleProgress": "false",
-              **{f"spark.executorEnv.{name}": value for name, value in noise_env().items()}}
+              # all of them, whatever the registering shell has set: what is registered must not depend on it
+              **{f"spark.executorEnv.{name}": value for name, value in NOISE_ENV.items()}}
 WHERE_RANKS_ARE_SET = (f"the rank count is the training tasks' config: RANKS = {RANKS} in workflows/rossmann.py "
                        "(HorovodSpark(num_proc=RANKS) for train, MPIJob(worker=Worker(replicas=RANKS)) for train_mpi "
                        "and train_torch)")

@@ -58,8 +58,11 @@ class _Tee:
 
     def __init__(self, stream: str, tail: Deque[str], output: Optional[RankOutput] = None):
         self.stream, self.tail, self.output = stream, tail, output
+        self.in_line = False  # the last text written did not end its line
 
     def write(self, text: str) -> None:
+        if text:
+            self.in_line = not text.endswith("\n")
         self.tail.append(text)
         if self.output is not None:
             self.output.write(text, self.stream)
@@ -172,6 +175,8 @@ def _forward(pipe, tee: _Tee, stream: Optional[str], prefix: Optional[str]) -> N
     """Horovod's ``prefix_connection``; should it stop (it decodes strictly), drain the pipe so no child blocks."""
     try:
         prefix_connection(pipe, tee, stream, prefix, False)
+        if tee.in_line:  # a process that ended mid-line (killed): what is written next starts a line of its own
+            tee.write("\n")
     except Exception:
         with contextlib.suppress(Exception):
             while chunk := os.read(pipe.fileno(), 65536):
