@@ -10,7 +10,7 @@ user would run a script:
            returned), or several (``exit,kill``) taken in turn
     N      how many runs (default 1), each after a line ``RUN <i> <how>``
 
-Prints ``ERROR <type>`` and the error's message, or ``NO ERROR``, for each run; exits 1 when a run failed, as a script
+Prints ``ERROR <type>`` (on a line of its own) and the error's message, or ``NO ERROR``, for each run; exits 1 when a run failed, as a script
 that lets the error out does.
 """
 
@@ -75,7 +75,8 @@ def main() -> int:
             print("NO ERROR", flush=True)
         except (RankFailedError, RankLostError) as exc:
             failed = True
-            print(f"ERROR {type(exc).__name__}\n{exc}", flush=True)
+            # on a line of its own even if a rank's output ended mid-line just before
+            print(f"\nERROR {type(exc).__name__}\n{exc}", flush=True)
     return 1 if failed else 0
 
 
