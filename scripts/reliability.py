@@ -314,13 +314,14 @@ def _full_disk(work: Path, name: str, size: str) -> Path:
     return disk
 
 
-def _signalled(command: List[str], env: dict, after: Tuple[str, float, str], timeout: float) -> Tuple[int, str, float]:
+def _signalled(command: List[str], marker: str, after: Tuple[str, float, str],
+               timeout: float) -> Tuple[int, str, float]:
     """Runs ``command`` in its own process group (a shell's foreground job), sends the signal a while after a line of
     its output matches; returns (exit code, output, seconds from the signal until the run, or for ``kill -9`` every process
     of it, ended)."""
     pattern, wait, how = after
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(command, cwd=ROOT, env=user_env({marker: "1"}), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
     lines: List[str] = []
     deadline = time.monotonic() + timeout
     try:
@@ -337,7 +338,6 @@ def _signalled(command: List[str], env: dict, after: Tuple[str, float, str], tim
             return code, "".join(lines), time.monotonic() - started
         proc.kill()  # kill -9 of pyflyte alone: its ranks and Spark must notice by themselves
         proc.wait(timeout=10)
-        marker = next(k for k in env if k.startswith("HVD_RELIABILITY_"))
         left = _until_none_left(marker, 120)
         seconds = time.monotonic() - started
         lines.append(f"{len(left)} processes of the run still run 120 s after kill -9 of pyflyte\n" if left else
@@ -366,7 +366,7 @@ def run(case: Case, work: Path, good_data: Path, timeout: float = 600) -> Outcom
     started = time.monotonic()
     try:
         if case.signal_after is not None:
-            code, output, seconds = _signalled(command, env, case.signal_after, timeout)
+            code, output, seconds = _signalled(command, marker, case.signal_after, timeout)
         else:
             ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
                                  stdin=subprocess.DEVNULL)
