@@ -1,6 +1,6 @@
 """The Estimator's data: the prepared splits put into its store as they are, for ``fit_on_parquet``, so that no Spark
 job materialises a DataFrame (Horovod's ``prepare_data`` rewrites every row through Spark, about a quarter of the
-default train task, docs/performance.md)."""
+default train task, docs/performance.md); and the data module its ranks read them with, in memory."""
 from __future__ import annotations
 
 import contextlib
@@ -10,7 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rossmann.prepared import parquet_pieces
+import numpy as np
+from horovod.spark.common.datamodule import DataModule
+
+from rossmann.batches import shuffled_batches
+from rossmann.prepared import parquet_pieces, read_split
 
 
 @contextlib.contextmanager
@@ -35,3 +39,45 @@ def splits_in_store(prepared: Path, store: Any, ranks: int) -> Iterator[str]:
             for leftover in (store.get_localized_path(path), store.get_data_metadata_path(path)):
                 if store.fs.exists(leftover):
                     store.fs.rm(leftover, recursive=True)
+
+
+class InMemoryShards(DataModule):
+    """The Estimator's data module (``KerasEstimator(data_module=...)``, in place of Horovod's petastorm one): each
+    rank reads its row groups of the train and val Parquet in the store once, keeps them in memory (this data is
+    small: 100 bytes a row) and trains on ``rossmann.batches.shuffled_batches``, a new order every epoch. Horovod's
+    petastorm pipeline cannot cache shuffled data (``inmemory_cache_all`` applies to unshuffled data only), so it
+    re-reads and un-batches every row each epoch: half of an epoch on these cores (docs/performance.md section 8)."""
+
+    short_name = "rossmann-in-memory"
+
+    def __init__(self, categorical_cols: list[str] | None = None, continuous_cols: list[str] | None = None,
+                 label_cols: list[str] | None = None, random_seed: int | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        if not categorical_cols or not continuous_cols or not label_cols or len(label_cols) != 1:
+            raise ValueError("InMemoryShards needs the Estimator's categorical_cols, continuous_cols and one label col")
+        self.categorical_cols, self.continuous_cols = list(categorical_cols), list(continuous_cols)
+        self.label_col, self.random_seed = label_cols[0], random_seed
+        self.shards: dict[str, tuple[dict[str, np.ndarray], np.ndarray]] = {}
+
+    def _read(self, url: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        pdf = read_split(url, [*self.categorical_cols, *self.continuous_cols, self.label_col],
+                         shard=(self.cur_shard, self.shard_count), storage_options=self.storage_options)
+        inputs = {c: pdf[c].to_numpy(np.int32).reshape(-1, 1) for c in self.categorical_cols}
+        inputs.update({c: pdf[c].to_numpy(np.float32).reshape(-1, 1) for c in self.continuous_cols})
+        return inputs, pdf[self.label_col].to_numpy(np.float32).reshape(-1, 1)
+
+    def __enter__(self) -> InMemoryShards:
+        self.shards = {"train": self._read(self.train_dir)}
+        if self.has_val:
+            self.shards["val"] = self._read(self.val_dir)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shards = {}
+
+    def train_data(self) -> Any:
+        seed = None if self.random_seed is None else self.random_seed + 1000 * self.cur_shard  # each rank its order
+        return shuffled_batches(*self.shards["train"], self.train_batch_size, seed=seed, shuffle=self.shuffle)
+
+    def val_data(self) -> Any:
+        return shuffled_batches(*self.shards["val"], self.val_batch_size, shuffle=False) if self.has_val else None

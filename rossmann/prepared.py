@@ -2,6 +2,7 @@
 read for training and prediction."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -9,6 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import fsspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -67,21 +69,19 @@ def feature_cols(metadata: Metadata) -> list[str]:
     return list(metadata["categorical_cols"]) + list(metadata["continuous_cols"])
 
 
-def parquet_files(dataset_dir: str | os.PathLike) -> list[str]:
-    """The Parquet files of a dataset directory (Spark's _SUCCESS and hidden files skipped), sorted."""
-    files = sorted(
-        os.path.join(root, name)
-        for root, _, names in os.walk(dataset_dir)
-        for name in names
-        if name.endswith(".parquet") and not name.startswith((".", "_"))
-    )
+def parquet_files(dataset_dir: str | os.PathLike, storage_options: Mapping[str, Any] | None = None) -> list[str]:
+    """The Parquet files of a dataset directory, a local path or an fsspec URL (Spark's _SUCCESS and hidden files
+    skipped), sorted."""
+    fs, root = fsspec.core.url_to_fs(str(dataset_dir), **(storage_options or {}))
+    files = sorted(path for path in fs.find(root)
+                   if path.endswith(".parquet") and not os.path.basename(path).startswith((".", "_")))
     if not files:
         raise FileNotFoundError(f"{dataset_dir}: no Parquet files")
     return files
 
 
 def parquet_pieces(dataset_dir: str | os.PathLike) -> list[tuple[str, int]]:
-    """Every (file, row group) of a Parquet dataset directory, in a stable order."""
+    """Every (file, row group) of a local Parquet dataset directory, in a stable order."""
     return [(f, g) for f in parquet_files(dataset_dir) for g in range(pq.ParquetFile(f).num_row_groups)]
 
 
@@ -94,16 +94,21 @@ def read_split(
     dataset_dir: str | os.PathLike,
     columns: Sequence[str] | None = None,
     shard: tuple[int, int] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """A Parquet dataset (or, with shard=(rank, size), every size-th row group from the rank-th) as pandas."""
-    pieces = parquet_pieces(dataset_dir)
-    if shard is not None:
-        rank, size = shard
-        if len(pieces) < size:
-            raise ValueError(f"{dataset_dir}: {len(pieces)} row groups cannot be shared by {size} ranks")
-        pieces = pieces[rank::size]
-    tables = [pq.ParquetFile(f).read_row_group(g, columns=columns) for f, g in pieces]
-    return pa.concat_tables(tables).to_pandas()
+    """A Parquet dataset, a local path or an fsspec URL (or, with shard=(rank, size), every size-th row group from the
+    rank-th) as pandas."""
+    fs, _ = fsspec.core.url_to_fs(str(dataset_dir), **(storage_options or {}))
+    with contextlib.ExitStack() as files:
+        parts = [pq.ParquetFile(files.enter_context(fs.open(f, "rb")))
+                 for f in parquet_files(dataset_dir, storage_options)]
+        pieces = [(part, g) for part in parts for g in range(part.num_row_groups)]
+        if shard is not None:
+            rank, size = shard
+            if len(pieces) < size:
+                raise ValueError(f"{dataset_dir}: {len(pieces)} row groups cannot be shared by {size} ranks")
+            pieces = pieces[rank::size]
+        return pa.concat_tables([part.read_row_group(g, columns=columns) for part, g in pieces]).to_pandas()
 
 
 def continuous_stats(prepared_dir: str | os.PathLike, metadata: Metadata) -> ContinuousStats:

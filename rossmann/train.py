@@ -27,6 +27,7 @@ import pandas as pd
 import tensorflow as tf
 
 from rossmann.atomic import replaced_whole
+from rossmann.batches import shuffled_batches
 from rossmann.checkpoint import EpochCheckpoint, KeepBest, TrainState, read_checkpoint, restore, resume
 from rossmann.hyperparameters import BATCH_SIZE, DROPOUT, EPOCHS, HIDDEN, LEARNING_RATE
 from rossmann.keras_callbacks import PublishedCheckpoint, SaveWhenTrainingEnds, schedule_callbacks
@@ -100,7 +101,6 @@ def fit_estimator(
     embedding_width: int = 10,
     seed: int = 0,
     compression: Any = None,
-    reader_workers: int = 2,
     out_dir: str | os.PathLike | None = None,
     verbose: int = 0,
     resume_dir: str | os.PathLike | None = None,
@@ -111,7 +111,7 @@ def fit_estimator(
     train and val Parquet as they are (copied into the store for ``fit_on_parquet``: no Spark job materialises them).
 
     `learning_rate` is per rank (the Estimator multiplies it by the number of ranks); `compression` is a
-    horovod Compression; `reader_workers` is the number of petastorm reader threads per rank. With
+    horovod Compression; the ranks read their shards into memory (``InMemoryShards``). With
     out_dir, also writes the model directory there. With `checkpoint_url` (a local path or fsspec URL the ranks
     reach), rank 0 copies a checkpoint there after every epoch, kept first under `scratch_dir` (default: TMPDIR);
     a `resume_dir` holding such a checkpoint (a previous attempt's) makes training go on after its last epoch. Returns the trained Keras model and its
@@ -119,7 +119,7 @@ def fit_estimator(
     """
     from horovod.spark.keras import KerasEstimator
 
-    from rossmann.estimator_data import splits_in_store
+    from rossmann.estimator_data import InMemoryShards, splits_in_store
 
     start = time.time()
     prepared = Path(prepared_dir)
@@ -161,9 +161,9 @@ def fit_estimator(
         epochs=max(1, epochs - done),
         random_seed=seed + done,
         gradient_compression=compression,
-        train_reader_num_workers=reader_workers,
-        val_reader_num_workers=reader_workers,
-        inmemory_cache_all=True,
+        data_module=InMemoryShards,
+        categorical_cols=list(metadata["categorical_cols"]),
+        continuous_cols=list(metadata["continuous_cols"]),
         callbacks=callbacks,
         checkpoint_callback=SaveWhenTrainingEnds(""),  # after KeepBest restored the best epoch's weights
         verbose=verbose,
@@ -253,13 +253,8 @@ def train_rank(
     rank_seed = seed + 1000 * rank + state.epochs_done
     tf.keras.utils.set_random_seed(rank_seed)  # each rank (and each resumption) its own shuffle and dropout
 
-    train_data = (
-        tf.data.Dataset.from_tensor_slices((model_inputs(train, metadata), train[label].to_numpy(np.float32)))
-        .shuffle(len(train), seed=rank_seed, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(batch_size)
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    train_data = shuffled_batches(model_inputs(train, metadata), train[label].to_numpy(np.float32), batch_size,
+                                  seed=rank_seed)
     val_data = (model_inputs(val, metadata), val[label].to_numpy(np.float32))
     result = {k: list(v) for k, v in state.history.items()}  # copied: rank 0's checkpoint appends to state
     rank_callbacks = [
