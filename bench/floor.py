@@ -10,12 +10,14 @@ epoch; its time to accuracy counts its epochs and those checks (loading the Parq
 listed apart). The workflow's train task time is its own ``[train] done in N s`` line.
 
     .venv/bin/python -m bench.floor                   # the default wf, then the floor on its prepared rows
-    .venv/bin/python -m bench.floor --batch-size 512  # the floor's batch (its learning rate scales with it)
+    .venv/bin/python -m bench.floor --batch-size 512  # another batch (its learning rate scales with it)
+
+The floor trains as the wf's ranks do together: the wf's global batch (per-rank batch x ranks), its global peak rate
+(per-rank rate x ranks), its warm-up and half-cosine schedule over the same epochs.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Dict
@@ -62,6 +64,7 @@ def floor(prepared: Path, target: float, batch_size: int, learning_rate: float, 
     from rossmann.hyperparameters import DROPOUT, HIDDEN
     from rossmann.model import build_model, compile_model, make_optimizer
     from rossmann.prepared import continuous_stats, feature_cols, load_metadata, model_inputs, read_split
+    from rossmann.schedule import half_cosine
 
     started = time.perf_counter()
     metadata = load_metadata(prepared)
@@ -76,7 +79,7 @@ def floor(prepared: Path, target: float, batch_size: int, learning_rate: float, 
     setup = time.perf_counter() - started
     fit_s, check_s, scores = 0.0, 0.0, []
     for epoch in range(epochs):
-        optimizer.learning_rate.assign(learning_rate * 0.5 * (1 + math.cos(math.pi * epoch / epochs)))
+        optimizer.learning_rate.assign(learning_rate * half_cosine(epoch, epochs))  # the wf's schedule, warm-up too
         t0 = time.perf_counter()
         model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=True, verbose=0)
         t1 = time.perf_counter()
@@ -95,15 +98,18 @@ def floor(prepared: Path, target: float, batch_size: int, learning_rate: float, 
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--batch-size", type=int, default=512, help="the floor's batch size")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="the floor's batch size (default: the workflow's global batch, its per-rank batch x ranks)")
     p.add_argument("--learning-rate", type=float, default=None,
-                   help="the floor's peak learning rate (default: the workflow's per-rank rate x batch / 256)")
+                   help="the floor's peak learning rate (default: the workflow's per-rank rate x ranks x the batch's "
+                        "share of the global batch)")
     p.add_argument("--epochs", type=int, default=None, help="length of the floor's half-cosine schedule, its cap")
     p.add_argument("--tolerance", type=float, default=0.01,
                    help="relative: the floor's target is the wf's backtest RMSPE x (1 + tolerance)")
     opts = p.parse_args()
     header("Floor: one process from in-memory arrays vs the default wf's train task", opts.quick)
     from rossmann.hyperparameters import BATCH_SIZE, EPOCHS, LEARNING_RATE
+    from workflows.rossmann import RANKS
 
     info = machine()
     hp = {"n_stores": QUICK_DATA["n_stores"], "start": QUICK_DATA["start"], "epochs": 2} if opts.quick else {}
@@ -114,9 +120,10 @@ def main() -> None:
         raise SystemExit(f"the wf run printed no train time or backtest score; see {logs / 'floor_wf.log'}")
     prepared = prepared_rows(opts.quick)
     load_at_floor = round(load_average(), 2)
-    lr = opts.learning_rate or LEARNING_RATE * opts.batch_size / BATCH_SIZE
+    batch = opts.batch_size or BATCH_SIZE * RANKS
+    lr = opts.learning_rate or LEARNING_RATE * RANKS * batch / (BATCH_SIZE * RANKS)
     target = wf["backtest_rmspe"] * (1 + opts.tolerance)
-    result = floor(prepared, target, opts.batch_size, lr, opts.epochs or hp.get("epochs", EPOCHS))
+    result = floor(prepared, target, batch, lr, opts.epochs or hp.get("epochs", EPOCHS))
     print(f"wf: train task {wf['tasks_s']['train']:.1f} s, wall {wf['wall_s']:.1f} s, backtest RMSPE "
           f"{wf['backtest_rmspe']:.4f}; floor: {'reached' if result['reached'] else 'DID NOT reach'} {target:.4f} in "
           f"{result['epochs']} epochs, {result['to_accuracy_s']:.1f} s ({result['fit_s']:.1f} s fitting, "

@@ -1,16 +1,21 @@
 """What the Keras and the PyTorch training share epoch by epoch, framework-free: the monitored metric, the learning
-rate's half-cosine decay, and rank 0's line per epoch."""
+rate's warm-up and half-cosine decay, and rank 0's line per epoch."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from rossmann.hyperparameters import WARMUP_EPOCHS
+
 MONITOR = "val_exp_rmspe"  # the saved model is the epoch where this was lowest
 
 
-def half_cosine(epoch: float, epochs: int) -> float:
-    """The learning-rate multiplier of an epoch (0-based): 1 at the first, down along a half cosine."""
-    return 0.5 * (1.0 + math.cos(math.pi * epoch / epochs))
+def half_cosine(epoch: float, epochs: int, warmup: int = WARMUP_EPOCHS) -> float:
+    """The learning-rate multiplier of an epoch (0-based): down along a half cosine over all ``epochs``, and during the
+    first ``warmup`` epochs up in equal steps to it ((epoch + 1) / (warmup + 1)): the warm-up Horovod recommends
+    (Goyal et al.) when the rate is scaled with the ranks and the batch."""
+    warm = min(1.0, (epoch + 1.0) / (warmup + 1.0))
+    return warm * 0.5 * (1.0 + math.cos(math.pi * epoch / epochs))
 
 
 @dataclass(frozen=True)
