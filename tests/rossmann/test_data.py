@@ -99,6 +99,18 @@ def test_negative_sales(spark, data_dir):
     assert (err.value.path, err.value.column) == (path, "Sales")
 
 
+def test_of_two_broken_files_the_first_in_table_order_is_named(spark, data_dir):
+    """The tables are checked at once, from threads; the error is still the first table's (train.csv before
+    weather.csv), whichever check ends first, and the tables that were fine are released from the cache."""
+    path = _edit(data_dir, "train.csv", lambda f: f.loc.__setitem__((7, "Sales"), "-250"))
+    _edit(data_dir, "weather.csv", lambda f: f.__setitem__("Max_TemperatureC", "hot"))
+    cached_before = len(spark.sparkContext._jsc.getPersistentRDDs())
+    with pytest.raises(RossmannDataError) as err:
+        load(spark, data_dir)
+    assert (err.value.path, err.value.column) == (path, "Sales")
+    assert len(spark.sparkContext._jsc.getPersistentRDDs()) == cached_before
+
+
 def test_test_store_absent_from_store_csv(spark, data_dir):
     path = _edit(data_dir, "test.csv", lambda f: f.loc.__setitem__((3, "Store"), "777"))
     with pytest.raises(RossmannDataError, match=r"stores absent from .*store\.csv: 777") as err:
