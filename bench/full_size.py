@@ -77,7 +77,7 @@ def measured(args: List[str], log_path: Path, cwd: Path = ROOT) -> Dict:
 
 def run_wf(hp: Dict, log_path, data_dir: Optional[Path] = None) -> Dict:
     """One ``pyflyte run ... wf --hp <hp> [--data_dir <data_dir>]``: wall time, per-task seconds, peak RSS of the
-    process tree, the scores it printed, and its predictions folder."""
+    process tree, the scores it printed, and its model and predictions folders."""
     args = [str(VENV_BIN / "pyflyte"), "run", "workflows/rossmann.py", "wf", "--hp", json.dumps(hp)]
     if data_dir is not None:
         args += ["--data_dir", str(data_dir)]
@@ -91,7 +91,7 @@ def run_wf(hp: Dict, log_path, data_dir: Optional[Path] = None) -> Dict:
                       test_rmspe=float(scores[2]), test_perfect=float(scores[3]))
     outputs = OUTPUTS.search(output)
     if outputs:
-        result["predictions"] = outputs.group(2)
+        result["model"], result["predictions"] = outputs.groups()
     print(f"{json.dumps(hp)}: {result['wall_s']} s, tasks {tasks}, peak RSS {result['peak_rss_gib']} GiB, "
           f"scores {scores}", flush=True)
     return result
