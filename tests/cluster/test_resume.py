@@ -22,7 +22,8 @@ from tests.cluster.backend import Attempt, mpi_launcher, spark_driver, value
 from tests.rossmann._fixtures import make_prepared
 
 EPOCHS = 5
-HP = {"epochs": EPOCHS, "batch_size": 128, "hidden": [32, 16]}
+# learning_rate: the rate the 2% bound below was set at; at the default 6e-3 a resumed Keras run ended 5.6% off (once)
+HP = {"epochs": EPOCHS, "batch_size": 128, "hidden": [32, 16], "learning_rate": 2e-3}
 TASK_HP = {"train_mpi": {}, "train_torch": {"batch_size": 32}}  # PyTorch's epochs are ~4x faster: more steps each
 
 
@@ -124,9 +125,16 @@ def test_a_retry_after_a_lost_rank_resumes_from_the_previous_attempts_checkpoint
 def _spark_rank(rank: int, since: float) -> psutil.Process:
     """Rank ``rank`` of the Spark-route job started after ``since``: the one process with Horovod's ``HOROVOD_RANK``
     that began then (Horovod's task service may leave it without the parent that ties it to the driver)."""
-    found = [p for p, r, started in _horovod_ranks() if r == str(rank) and started >= since]
+    # a Python process: what a rank starts (e.g. ctypes' find_library running ldconfig) inherits HOROVOD_RANK too
+    found = [p for p, r, started in _horovod_ranks() if r == str(rank) and started >= since and _is_python(p)]
     assert len(found) == 1, f"rank {rank} processes started since the attempt began: {found}"
     return found[0]
+
+
+def _is_python(proc: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return "python" in os.path.basename(proc.exe())
+    return False
 
 
 def _horovod_ranks() -> list:
@@ -140,7 +148,7 @@ def _horovod_ranks() -> list:
     return found
 
 
-SPARK_HP = {"batch_size": 32}  # more steps per epoch than the MPI test: the test finds rank 1 before killing it
+SPARK_HP = {"batch_size": 16}  # more steps per epoch than the MPI test: the test finds rank 1 before killing it
 
 
 def test_a_spark_route_retry_after_a_lost_rank_resumes_from_the_previous_attempts_checkpoint(rossmann, tmp_path):
