@@ -14,7 +14,7 @@ import numpy as np
 from horovod.spark.common.datamodule import DataModule
 
 from rossmann.batches import shuffled_batches
-from rossmann.prepared import parquet_pieces, read_split
+from rossmann.prepared import feature_cols, model_inputs, parquet_pieces, read_split
 
 
 @contextlib.contextmanager
@@ -60,11 +60,10 @@ class InMemoryShards(DataModule):
         self.shards: dict[str, tuple[dict[str, np.ndarray], np.ndarray]] = {}
 
     def _read(self, url: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        pdf = read_split(url, [*self.categorical_cols, *self.continuous_cols, self.label_col],
-                         shard=(self.cur_shard, self.shard_count), storage_options=self.storage_options)
-        inputs = {c: pdf[c].to_numpy(np.int32).reshape(-1, 1) for c in self.categorical_cols}
-        inputs.update({c: pdf[c].to_numpy(np.float32).reshape(-1, 1) for c in self.continuous_cols})
-        return inputs, pdf[self.label_col].to_numpy(np.float32).reshape(-1, 1)
+        columns = {"categorical_cols": self.categorical_cols, "continuous_cols": self.continuous_cols}
+        pdf = read_split(url, [*feature_cols(columns), self.label_col], shard=(self.cur_shard, self.shard_count),
+                         storage_options=self.storage_options)
+        return model_inputs(pdf, columns), pdf[self.label_col].to_numpy(np.float32).reshape(-1, 1)
 
     def __enter__(self) -> InMemoryShards:
         self.shards = {"train": self._read(self.train_dir)}
