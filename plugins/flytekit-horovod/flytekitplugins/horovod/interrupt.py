@@ -109,7 +109,7 @@ def _later(seconds: float, fn: Callable, *args: Any) -> None:
 
 @contextlib.contextmanager
 def _seen_through_horovods_handler(interrupt: _Interrupt) -> Iterator[None]:
-    """Horovod's Gloo launcher (``horovod.spark.run``, so the Estimator's ``SparkBackend``) replaces the SIGINT handler
+    """Horovod's Gloo launcher (``horovod.spark.run``, which a user's own ``SparkBackend`` runs) replaces the SIGINT handler
     with its own, which stops the ranks with SIGTERM ("rank 0 was killed by SIGTERM"): while this task runs, its
     handler also tells ``interrupt``."""
     from horovod.runner import gloo_run

@@ -19,13 +19,13 @@ from flytekitplugins.spark.task import PysparkFunctionTask
 from .disk_full import disk_full_error
 from .errors import lost_in_horovod_launcher
 from .executor import _shims
-from .executor.classify import rank_of
-from .executor.rank import import_path
+from .executor.classify import NO_SPACE, rank_of
+from .executor.rank import RankResult, import_path
 from .executor.rank_output import RankOutput, log_dir
 from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .horovod_deck import add_horovod_deck
 from .interrupt import stops_spark_on_interrupt
-from .spark_launcher import horovod_spark_options, run_on_spark, spark_slots
+from .spark_launcher import run_on_spark, spark_slots
 
 logger = logging.getLogger("flytekitplugins.horovod")
 CONTEXT_ATTR = "HOROVOD_SPARK"  # flytekit.current_context().horovod_spark inside a HorovodSpark task
@@ -117,24 +117,28 @@ class HorovodSparkContext:
     store_prefix: str
     outputs: List[RankOutput] = field(default_factory=list)  # of the backends made: closed when the task ends
 
-    def backend(self, **kwargs):
-        """A ``SparkBackend`` for the Estimator API with this task's ranks and Horovod settings.
+    def backend(self, num_proc: Optional[int] = None, env: Optional[Dict[str, str]] = None):
+        """A Horovod ``Backend`` for the Estimator API (``RanksOnSpark``): the training function on ``num_proc``
+        ranks (default: the task's), one barrier-mode Spark task each, with this task's Horovod settings and ``env``
+        added to the ranks' environment. Asking for more ranks than the task reserved slots for is refused."""
+        from .estimator_backend import RanksOnSpark
 
-        Keyword arguments override; asking for more ranks than the task reserved slots for is refused.
-        """
-        from horovod.spark.common.backend import SparkBackend
-
-        num_proc = kwargs.get("num_proc", self.num_proc)
-        if num_proc > self.num_proc:
-            raise HorovodConfigError(f"spark_backend(num_proc={num_proc}): this task reserved Spark slots "
+        num_proc = self.num_proc if num_proc is None else num_proc
+        if not whole_number(num_proc, at_least=1) or num_proc > self.num_proc:
+            raise HorovodConfigError(f"spark_backend(num_proc={num_proc!r}): this task reserved Spark slots "
                                      f"for {self.num_proc} ranks (HorovodSpark(num_proc={self.num_proc}))")
         output = RankOutput.for_launch(self.settings.verbose)
         self.outputs.append(output)
-        options = horovod_spark_options(self.settings, self.num_proc, output=output)
+        ranks_env = dict(env or {})
         scratch = self.scratch_dir()
         if scratch is not None:
-            options["env"] = {**options["env"], "TMPDIR": scratch}
-        return SparkBackend(**{**options, **kwargs})
+            ranks_env.setdefault("TMPDIR", scratch)
+
+        def launch(fn: Callable, env: Dict[str, str]) -> List[Any]:
+            results = self.launch(fn, num_proc=num_proc, all_ranks=True, env=env, output=output)
+            return [r.value if r is not None else None for r in results]
+
+        return RanksOnSpark(launch, num_proc, ranks_env)
 
     def scratch_dir(self) -> Optional[str]:
         """In a local run, the ranks' TMPDIR (TensorBoard logs, checkpoints before their copy) under the task's
@@ -157,9 +161,16 @@ class HorovodSparkContext:
 
     def run(self, fn: Callable, kwargs: Optional[Dict[str, Any]] = None, all_ranks: bool = False):
         """Run ``fn(**kwargs)`` on ``num_proc`` ranks as Spark tasks; rank 0's result (or every rank's)."""
-        results = run_on_spark(fn, kwargs, self.num_proc, self.settings, self.spark,
-                               failure_dir=f"{self.store_prefix}/failures/{uuid.uuid4().hex}", all_ranks=all_ranks)
+        results = self.launch(fn, kwargs, all_ranks=all_ranks)
         return [r.value for r in results] if all_ranks else results[0].value
+
+    def launch(self, fn: Callable, kwargs: Optional[Dict[str, Any]] = None, num_proc: Optional[int] = None,
+               all_ranks: bool = False, env: Optional[Dict[str, str]] = None,
+               output: Optional[RankOutput] = None) -> List[Optional[RankResult]]:
+        """``run_on_spark`` with this task's settings, session and failure folder: every rank's ``RankResult``."""
+        return run_on_spark(fn, kwargs, num_proc or self.num_proc, self.settings, self.spark,
+                            failure_dir=f"{self.store_prefix}/failures/{uuid.uuid4().hex}", all_ranks=all_ranks,
+                            env=env, output=output)
 
 
 def current_horovod_spark() -> HorovodSparkContext:
@@ -231,8 +242,11 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
             return super().execute(**kwargs)
         except Exception as exc:  # a full disk or a rank killed under the Estimator's backend: Flyte retries
             no_space = next((o.no_space for o in current_horovod_spark().outputs if o.no_space), None)
-            lost = (disk_full_error(exc, no_space, rank_of(no_space) if no_space else None)
-                    or lost_in_horovod_launcher(exc))
+            rank = rank_of(no_space) if no_space else None
+            if no_space is None and NO_SPACE in str(exc) and getattr(exc, "rank", None) is not None:
+                # a rank's failure record (the Estimator's ranks, RanksOnSpark): its line naming the full disk
+                no_space, rank = next(line for line in str(exc).splitlines() if NO_SPACE in line), exc.rank
+            lost = disk_full_error(exc, no_space, rank) or lost_in_horovod_launcher(exc)
             if lost is None:
                 raise
             raise lost from exc

@@ -93,10 +93,15 @@ def run_on_spark(
     spark,
     failure_dir: str,
     all_ranks: bool = False,
+    env: Optional[Dict[str, str]] = None,
+    output: Optional[RankOutput] = None,
 ) -> List[Optional[RankResult]]:
     """Run ``fn(**kwargs)`` on ``num_proc`` ranks, one Spark task each; one entry per rank (see module doc).
 
-    ``failure_dir`` must be reachable from the executors (a local path in local mode, else a remote URL).
+    ``failure_dir`` must be reachable from the executors (a local path in local mode, else a remote URL). ``env`` is
+    added to the ranks' environment. The ranks' lines go to ``output`` where it can reach them (the ``mpi``
+    controller's launcher, and the Gloo ranks of a local session, which append to its log file); else the Gloo ranks
+    print where their Spark tasks run (an executor's log on a cluster).
     """
     settings.check_before_launch()
     wait_for_slots(spark, num_proc, settings.start_timeout)
@@ -104,24 +109,27 @@ def run_on_spark(
     job = RankJob.of(fn, kwargs, failure_dir, settings, all_ranks=all_ranks)
     sc = spark.sparkContext
     local_mode = sc.master.startswith("local")
-    env = {**settings.env(), "PYTHONUNBUFFERED": "1"}
-    if local_mode:
-        env["PYTHONPATH"] = import_path(fn)
+    env = {**settings.env(), **(env or {}), "PYTHONUNBUFFERED": "1"}  # epoch lines as they happen
+    if local_mode:  # where fn's module imports from, and the session's Python workers' path (the task's module)
+        paths = (*import_path(fn).split(os.pathsep), *sc.environment.get("PYTHONPATH", "").split(os.pathsep))
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
     logger.info("launching %d Horovod ranks as Spark tasks (controller %s)", num_proc, settings.controller)
     started = time.monotonic()
     try:
         if settings.controller == "mpi":
             import horovod.spark
 
-            output = RankOutput.for_launch(settings.verbose)
+            launch_output = output or RankOutput.for_launch(settings.verbose)
             try:
                 results = horovod.spark.run(run_rank, args=(job,),
-                                            **horovod_spark_options(settings, num_proc, env, output))
+                                            **horovod_spark_options(settings, num_proc, env, launch_output))
             finally:
-                output.close()
+                if output is None:
+                    launch_output.close()
         else:
+            log = (output.path, output.verbose) if output is not None and local_mode else None
             results = _run_barrier_stage(sc, cloudpickle.dumps(job), num_proc, env, local_mode, failures,
-                                         settings.verbose)
+                                         settings.verbose, log)
     except Exception as exc:
         raise failures.error(exc) from None
     finally:
@@ -131,8 +139,11 @@ def run_on_spark(
 
 
 def _run_barrier_stage(sc, job: bytes, num_proc: int, env: Dict[str, str], local_mode: bool,
-                       failures: RankFailures, verbose: bool) -> List[Optional[RankResult]]:
-    """One barrier stage of ``num_proc`` tasks, each running one Gloo rank; results by rank."""
+                       failures: RankFailures, verbose: bool,
+                       log: Optional[Tuple[str, bool]] = None) -> List[Optional[RankResult]]:
+    """One barrier stage of ``num_proc`` tasks, each running one Gloo rank; results by rank. With ``log`` (a log
+    file on this machine, and whether every rank's lines go to the console), the ranks' lines go there as a
+    ``RankOutput`` of that file shows them."""
     group = f"flytekitplugins-horovod-{uuid.uuid4().hex}"
     rendezvous, port = start_rendezvous(verbose)
     address = "127.0.0.1" if local_mode else socket.gethostbyname(sc.getConf().get("spark.driver.host"))
@@ -141,7 +152,7 @@ def _run_barrier_stage(sc, job: bytes, num_proc: int, env: Dict[str, str], local
     outcome: Dict[str, Any] = {}
 
     def barrier_task(_):
-        yield barrier_rank(job, env, local_mode, address, port, failures.folder)
+        yield barrier_rank(job, env, local_mode, address, port, failures.folder, log)
 
     def stage() -> None:
         try:

@@ -12,11 +12,14 @@ from .failures import record_failure
 from .gloo import PLAN_SCOPE, default_interface, host_plan, interface_of, loopback_interface, rank_env
 from .processes import PARENT_PID_ENV, Processes
 from .rank import RESULT_FD, STDIN, rank_command
+from .rank_output import RankOutput
 
 
 def barrier_rank(job: bytes, extra_env: Dict[str, str], local_mode: bool, address: str, port: int,
-                  failure_dir: str) -> Tuple[int, int, Optional[bytes]]:
-    """Body of one barrier task: its slot from every task's host, the hosts to the driver, one rank process."""
+                  failure_dir: str, log: Optional[Tuple[str, bool]] = None) -> Tuple[int, int, Optional[bytes]]:
+    """Body of one barrier task: its slot from every task's host, the hosts to the driver, one rank process. Its
+    lines go to ``log`` (a log file's path, and whether the console shows every rank's lines) as ``RankOutput``
+    writes them, else to this process's stdout and stderr."""
     from urllib.request import Request, urlopen
 
     from pyspark import BarrierTaskContext
@@ -33,7 +36,8 @@ def barrier_rank(job: bytes, extra_env: Dict[str, str], local_mode: bool, addres
     iface = loopback_interface() if local_mode else interface_of(slot.hostname) or default_interface()
     env = {**os.environ, **extra_env, **rank_env(slot, address, port, iface), PARENT_PID_ENV: str(os.getpid())}
     read_end, write_end = os.pipe()
-    processes = Processes()
+    output = RankOutput(*log) if log is not None else None
+    processes = Processes(output)
     result: List[bytes] = []
     try:
         try:
@@ -49,6 +53,8 @@ def barrier_rank(job: bytes, extra_env: Dict[str, str], local_mode: bool, addres
         return slot.rank, failed[1] if failed else 0, result[0] if result else None
     finally:
         os.close(read_end)
+        if output is not None:
+            output.close()
 
 
 def _read_all(fd: int) -> bytes:
