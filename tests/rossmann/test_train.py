@@ -168,3 +168,24 @@ def test_the_estimators_copy_of_the_splits_is_theirs_and_removed_after(prepared,
         with splits_in_store(prepared, store, ranks=999):
             pass
     assert not list((tmp_path / "store").rglob("*.parquet")), parquet_files(tmp_path / "store")
+
+
+def test_the_estimators_model_is_saved_as_hdf5_whatever_its_file_name(prepared, tmp_path):
+    """Horovod names the Estimator's checkpoint ``checkpoint`` (no .h5), loads it and ships it as HDF5: the callback
+    saves HDF5 there (a SavedModel took 2.2 s to save and load against 0.2 s), and the model loads back the same."""
+    import h5py
+    import tensorflow as tf
+
+    from rossmann.keras_callbacks import SaveWhenTrainingEnds
+    from rossmann.model import CUSTOM_OBJECTS, compile_model, make_optimizer
+
+    metadata = load_metadata(prepared)
+    model = compile_model(build_model(metadata, continuous_stats(prepared, metadata), [8], 0.1), make_optimizer(1e-3))
+    callback = SaveWhenTrainingEnds(str(tmp_path / "checkpoint"))
+    callback.set_model(model)
+    callback.on_train_end()
+    assert h5py.is_hdf5(tmp_path / "checkpoint")
+    with tf.keras.utils.custom_object_scope(CUSTOM_OBJECTS):
+        loaded = tf.keras.models.load_model(str(tmp_path / "checkpoint"))
+    for saved, back in zip(model.get_weights(), loaded.get_weights()):
+        np.testing.assert_array_equal(saved, back)
