@@ -3,6 +3,7 @@
 import ast
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from flytekit import task
@@ -29,6 +30,10 @@ def test_estimator_fits_through_the_helpers_with_the_store_in_the_working_area(p
     assert files, "the store wrote nothing"
     assert all(f.startswith(workdir + "/horovod/store/") for f in files), files[:5]
     assert any("checkpoint" in f or f.endswith(".h5") for f in files)
+    # spark_backend() runs the ranks on the plugin's launcher: every rank's lines in the task's log, rank 0's alone shown
+    logged = "".join(p.read_text() for p in Path(workdir, "horovod-logs").glob("ranks-*.log"))
+    assert "[0]<stderr>:" in logged and "[1]<stderr>:" in logged, logged[-3000:]
+    assert "[1]<" not in ran.output and "Horovod world of 2 ranks" in ran.output, ran.output[-3000:]
 
 
 def test_run_api_returns_every_rank_after_a_real_allreduce(pyflyte_run):
