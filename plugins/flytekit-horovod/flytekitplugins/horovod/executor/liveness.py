@@ -114,7 +114,7 @@ class Liveness:
 
     def _serve(self, listener: socket.socket) -> None:
         """Rank 0: accept the ranks, echo their beats, report one silent for ``timeout`` s."""
-        started, warned, everyone = time.monotonic(), False, False
+        started, warned, everyone, met = time.monotonic(), False, False, 0
         peers: Dict[socket.socket, _Peer] = {}
         with selectors.DefaultSelector() as selector:
             selector.register(listener, selectors.EVENT_READ)
@@ -124,6 +124,7 @@ class Liveness:
                 for key, _ in events:
                     if key.fileobj is listener:
                         conn, _ = listener.accept()
+                        met += 1
                         self._sockets.append(conn)
                         selector.register(conn, selectors.EVENT_READ)
                         peers[conn] = _Peer(now)
@@ -143,10 +144,12 @@ class Liveness:
                 for peer in peers.values():
                     if peer.rank is not None and now - peer.last > self.timeout:
                         self._report(LostRank(peer.rank, peer.host, now - peer.last))
-                if not warned and now - started > self.timeout and len(peers) < self.size - 1:
+                # ranks that connected and ended since (a closed connection) were watched: only a rank that never
+                # connected is not
+                if not warned and now - started > self.timeout and met < self.size - 1:
                     warned = True
                     logger.warning("rank 0: only %d of the other %d ranks reached its liveness port; the others are "
-                                   "not watched", len(peers), self.size - 1)
+                                   "not watched", met, self.size - 1)
 
     def _connect_and_beat(self) -> None:
         """Any other rank: connect to rank 0, say hello, then beat."""
@@ -192,7 +195,7 @@ class Liveness:
             with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
                 fs.invalidate_cache()
                 where = json.loads(fs.cat(f"{root}/{ADDRESS_FILE}").decode())
-                for address in nearest_first(where["addresses"]):
+                for address in where["addresses"]:
                     with contextlib.suppress(OSError):
                         return socket.create_connection((address, where["port"]), timeout=3)
             time.sleep(0.1)
@@ -221,17 +224,6 @@ def _receive(conn: socket.socket) -> bytes:
         return conn.recv(4096)
     except OSError:
         return b""
-
-
-def nearest_first(addresses: List[str]) -> List[str]:
-    """Rank 0's published addresses in the order to try them: loopback first when rank 0 is on this host (an address
-    of its is one of this host's), since a connection from a rank process to this host's own non-loopback address
-    can hang past its timeout (seen in a gVisor sandbox, where rank 1 never reached rank 0 in a local run); else as
-    published, loopback last."""
-    loopback = [a for a in addresses if a.startswith("127.")]
-    if loopback and set(addresses) & set(ipv4_addresses()):
-        return loopback + [a for a in addresses if a not in loopback]
-    return addresses
 
 
 def ipv4_addresses() -> List[str]:
