@@ -86,7 +86,7 @@ def replace_current(directory: str | os.PathLike, state: TrainState, write_files
         tmp.mkdir(parents=True)
         write_files(tmp)
         (tmp / STATE).write_text(json.dumps(asdict(state)))
-    log.info("checkpoint of epoch %d in %s", state.epochs_done, current)
+    log.debug("checkpoint of epoch %d in %s", state.epochs_done, current)  # every epoch: the epoch line says enough
     return current
 
 
