@@ -197,6 +197,17 @@ def test_a_rank_that_filled_the_disk_is_named_with_the_path(line, rank):
     assert classify.rank_of("Process 1 exit with status code 1.") is None  # the launcher's own line
 
 
+@pytest.mark.parametrize("error_class", [RankFailedError, RankLostError])
+def test_a_rank_failure_whose_record_names_a_full_disk_is_that_ranks_full_disk(error_class):
+    """A rank's failure record (the Spark barrier ranks': the driver never saw their output) naming a full disk."""
+    record = ("Horovod rank 1 failed on host vm: OSError: [Errno 28] No space left on device: "
+              "'/tmp/rec/fullfs/checkpoint-3.h5'\nTraceback (most recent call last):\n  ...")
+    error = disk_full_error(error_class(record, rank=1, host="vm"))
+    assert isinstance(error, DiskFullError)
+    assert str(error).startswith("No space left on device: /tmp/rec/fullfs/checkpoint-3.h5 (written by Horovod rank 1)")
+    assert disk_full_error(error_class("Horovod rank 1 failed on host vm: ValueError: bad", rank=1)) is None
+
+
 @pytest.mark.parametrize("marker", classify.ECHO_MARKERS)
 def test_every_echo_marker_makes_an_echo(marker):
     assert classify.exception_kind(RuntimeError(f"... {marker} ...")) == ECHO

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
 
+from .errors import RankFailedError, RankLostError
 from .executor.classify import NO_SPACE, no_space_path
 
 
@@ -24,7 +25,10 @@ class DiskFullError(FlyteRecoverableException):
 def disk_full_error(exc: BaseException, rank_line: Optional[str] = None,
                     rank: Optional[int] = None) -> Optional[DiskFullError]:
     """A ``DiskFullError`` for ``exc`` when it is a full disk (``OSError`` ENOSPC, or an error whose text names one,
-    such as Spark's), or when a rank printed ``rank_line``, its first line naming a full disk; None otherwise."""
+    such as Spark's), or when rank ``rank`` printed ``rank_line``, its first line naming a full disk; None otherwise.
+    A rank's failure (``RankFailedError``, ``RankLostError``) whose record names a full disk is that rank's."""
+    if rank_line is None and isinstance(exc, (RankFailedError, RankLostError)) and NO_SPACE in str(exc):
+        rank_line, rank = next(line for line in str(exc).splitlines() if NO_SPACE in line), exc.rank
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         # a copy or a move (shutil, fsspec) names its source first: the full disk is the destination's
         where, who = exc.filename2 or exc.filename or "(path not given)", "the task"

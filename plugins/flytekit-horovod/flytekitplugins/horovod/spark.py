@@ -1,6 +1,7 @@
 """The Spark route: a Flyte Spark task whose body can run Horovod inside the same Spark cluster."""
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -19,8 +20,8 @@ from flytekitplugins.spark.task import PysparkFunctionTask
 from .disk_full import disk_full_error
 from .errors import lost_in_horovod_launcher
 from .executor import _shims
-from .executor.classify import NO_SPACE, rank_of
-from .executor.rank import RankResult, import_path
+from .executor.classify import rank_of
+from .executor.rank import import_path
 from .executor.rank_output import RankOutput, log_dir
 from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .horovod_deck import add_horovod_deck
@@ -134,11 +135,8 @@ class HorovodSparkContext:
         if scratch is not None:
             ranks_env.setdefault("TMPDIR", scratch)
 
-        def launch(fn: Callable, env: Dict[str, str]) -> List[Any]:
-            results = self.launch(fn, num_proc=num_proc, all_ranks=True, env=env, output=output)
-            return [r.value if r is not None else None for r in results]
-
-        return RanksOnSpark(launch, num_proc, ranks_env)
+        return RanksOnSpark(functools.partial(self.run, num_proc=num_proc, all_ranks=True, output=output), num_proc,
+                            ranks_env)
 
     def scratch_dir(self) -> Optional[str]:
         """In a local run, the ranks' TMPDIR (TensorBoard logs, checkpoints before their copy) under the task's
@@ -159,18 +157,15 @@ class HorovodSparkContext:
         store = Store.create(prefix)  # HDFS or DBFS as Horovod chooses; local paths and fsspec URLs quietly
         return QuietStore(prefix) if type(store) is FilesystemStore else store
 
-    def run(self, fn: Callable, kwargs: Optional[Dict[str, Any]] = None, all_ranks: bool = False):
-        """Run ``fn(**kwargs)`` on ``num_proc`` ranks as Spark tasks; rank 0's result (or every rank's)."""
-        results = self.launch(fn, kwargs, all_ranks=all_ranks)
+    def run(self, fn: Callable, kwargs: Optional[Dict[str, Any]] = None, all_ranks: bool = False,
+            num_proc: Optional[int] = None, env: Optional[Dict[str, str]] = None, output: Optional[RankOutput] = None):
+        """Run ``fn(**kwargs)`` on ``num_proc`` ranks (default: the task's) as Spark tasks (``run_on_spark`` with this
+        task's settings, session and failure folder, ``env`` added to the ranks' environment, their lines to
+        ``output``); rank 0's result, or with ``all_ranks`` every rank's, by rank."""
+        results = run_on_spark(fn, kwargs, num_proc or self.num_proc, self.settings, self.spark,
+                               failure_dir=f"{self.store_prefix}/failures/{uuid.uuid4().hex}", all_ranks=all_ranks,
+                               env=env, output=output)
         return [r.value for r in results] if all_ranks else results[0].value
-
-    def launch(self, fn: Callable, kwargs: Optional[Dict[str, Any]] = None, num_proc: Optional[int] = None,
-               all_ranks: bool = False, env: Optional[Dict[str, str]] = None,
-               output: Optional[RankOutput] = None) -> List[Optional[RankResult]]:
-        """``run_on_spark`` with this task's settings, session and failure folder: every rank's ``RankResult``."""
-        return run_on_spark(fn, kwargs, num_proc or self.num_proc, self.settings, self.spark,
-                            failure_dir=f"{self.store_prefix}/failures/{uuid.uuid4().hex}", all_ranks=all_ranks,
-                            env=env, output=output)
 
 
 def current_horovod_spark() -> HorovodSparkContext:
@@ -241,12 +236,10 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
         try:
             return super().execute(**kwargs)
         except Exception as exc:  # a full disk or a rank killed under the Estimator's backend: Flyte retries
+            # a rank's line naming a full disk, where the driver saw the ranks' output (else their failure record)
             no_space = next((o.no_space for o in current_horovod_spark().outputs if o.no_space), None)
-            rank = rank_of(no_space) if no_space else None
-            if no_space is None and NO_SPACE in str(exc) and getattr(exc, "rank", None) is not None:
-                # a rank's failure record (the Estimator's ranks, RanksOnSpark): its line naming the full disk
-                no_space, rank = next(line for line in str(exc).splitlines() if NO_SPACE in line), exc.rank
-            lost = disk_full_error(exc, no_space, rank) or lost_in_horovod_launcher(exc)
+            lost = (disk_full_error(exc, no_space, rank_of(no_space) if no_space else None)
+                    or lost_in_horovod_launcher(exc))
             if lost is None:
                 raise
             raise lost from exc
