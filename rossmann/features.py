@@ -15,7 +15,6 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from flytekitplugins.horovod.disk_full import names_a_full_disk
 from rossmann.data import RawData, RossmannDataError
 from rossmann.dates import backtest_window
 from rossmann.encoding import build_vocab, encode
@@ -253,7 +252,6 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float 
     return metadata
 
 
-@names_a_full_disk  # a recoverable error naming the path, not Spark's "An error occurred while calling o5445.parquet"
 def _write(df: DataFrame, metadata: dict, out_dir: str, min_row_groups: int) -> None:
     """Each split's columns of the encoded rows, and metadata.json, as the prepared-data directory `out_dir`."""
     splits = {name: df.filter(F.col("_split") == name).select(*cols) for name, cols in SPLIT_COLUMNS.items()}

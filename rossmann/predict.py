@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from flytekitplugins.horovod.disk_full import names_a_full_disk
 from rossmann.atomic import atomic_write
 from rossmann.model_dir import KERAS_MODEL, TORCH_MODEL, framework
 from rossmann.prepared import Metadata, feature_cols, load_metadata, model_inputs, read_split
@@ -79,7 +78,6 @@ def submission_from_dirs(prepared_dir: str | os.PathLike, model_dir: str | os.Pa
     return predict_submission(load_model(model_dir), Path(prepared_dir) / "test", load_metadata(prepared_dir))
 
 
-@names_a_full_disk  # a recoverable error naming the file
 def write_submission(df: pd.DataFrame, out_dir: str | os.PathLike) -> Path:
     """Write out_dir/submission.csv (header Id,Sales) atomically; return its path."""
     out = Path(out_dir)

@@ -33,6 +33,7 @@ from flytekitplugins.horovod import (
     Worker,
     compression,
     current_horovod_spark,
+    names_a_full_disk,
     spark_backend,
     spark_checkpoint_url,
     spark_store,
@@ -159,6 +160,7 @@ def phase(task_name: str, what: str) -> typing.Iterator[None]:
 
 @task(cache=False)
 @timed
+@names_a_full_disk
 def get_data(data_dir: typing.Optional[FlyteDirectory], hp: Hyperparameters) -> FlyteDirectory:
     """The seven input CSV files: the given directory, or synthetic ones with a known noise floor."""
     from rossmann import report as rreport
@@ -176,6 +178,7 @@ def get_data(data_dir: typing.Optional[FlyteDirectory], hp: Hyperparameters) -> 
 
 @task(task_config=Spark(spark_conf=SPARK_CONF), requests=Resources(cpu="2", mem="6Gi"))
 @timed
+@names_a_full_disk
 def prepare(data: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     """Validate and load the CSV files, engineer features on Spark, write Parquet + metadata.json."""
     from rossmann import data as rdata
@@ -279,6 +282,7 @@ def train_torch(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory
 
 @task(requests=Resources(cpu="2", mem="4Gi"))
 @timed
+@names_a_full_disk
 def predict(prepared: FlyteDirectory, model: FlyteDirectory) -> FlyteDirectory:
     """Vectorised prediction of the test split by a Keras or PyTorch model; ``submission.csv`` (Id,Sales) with closed
     stores at 0."""

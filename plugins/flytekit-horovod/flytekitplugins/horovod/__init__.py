@@ -20,6 +20,7 @@ except ImportError:  # only ``flytekitplugins.horovod.executor`` is usable here
 else:
     from flytekitplugins.kfmpi import CleanPodPolicy, Launcher, RestartPolicy, RunPolicy, Worker
 
+    from .disk_full import DiskFullError, names_a_full_disk
     from .elastic import HorovodElasticFunctionTask, HorovodJob
     from .errors import RankFailedError, RankLostError
     from .executor.settings import Horovod, HorovodConfigError, compression, current_settings
@@ -40,6 +41,7 @@ else:
 
     __all__ = [
         "CleanPodPolicy",
+        "DiskFullError",
         "Horovod",
         "HorovodConfigError",
         "HorovodElasticFunctionTask",
@@ -60,6 +62,7 @@ else:
         "compression",
         "current_horovod_spark",
         "current_settings",
+        "names_a_full_disk",
         "spark_backend",
         "spark_checkpoint_url",
         "spark_run",
