@@ -32,9 +32,10 @@ QUICK_DATA = dict(n_stores=8, start="2014-06-01", end="2015-07-31", seed=0)
 
 
 def prepared_rows(quick: bool) -> Path:
-    """The prepared rows of the workflow's (default or --quick) synthetic data, made as its tasks make them, cached."""
+    """The prepared rows of the workflow's (default or --quick) synthetic data, made as its tasks make them (the test
+    period's true sales carried along), cached."""
     from rossmann import data as rdata
-    from rossmann import features, synthetic
+    from rossmann import features, report, synthetic
 
     name = "floor-quick" if quick else "floor-default"
     raw, prepared = CACHE / "data" / f"{name}-csv", CACHE / "data" / f"{name}-prepared"
@@ -43,6 +44,7 @@ def prepared_rows(quick: bool) -> Path:
         spark = spark_session()
         features.prepare(spark, rdata.load(spark, str(raw)), str(prepared), min_row_groups=8)
         spark.stop()
+    report.carry_synthetic_files(raw, prepared)
     return prepared
 
 

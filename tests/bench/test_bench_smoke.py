@@ -8,7 +8,8 @@ import pytest
 
 from tests.support import ROOT
 
-SCRIPTS = ["launch", "prep", "predict", "train_scale", "floor", "phases", "steps", "full_size", "growth", "reference"]
+SCRIPTS = ["launch", "prep", "predict", "train_scale", "floor", "recipe", "phases", "steps", "full_size", "growth",
+           "reference"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
