@@ -1,12 +1,13 @@
 """Training recipes by accuracy: the default model trained in ONE process as the floor trains (``bench/floor.py``: the
 wf's global batch, peak rate, warm-up and half-cosine schedule) on the default prepared rows, once per seed, with the
-default settings and with each variant; each run keeps its best epoch by backtest RMSPE and is scored as the
+default settings (their L2 penalty: ``rossmann.hyperparameters.l2_penalty`` of the rows) and with each variant; each run keeps its best epoch by backtest RMSPE and is scored as the
 workflow scores (untrained embeddings set to the mean, calibrated on the training rows): backtest RMSPE, and test
 RMSPE as a ratio to the perfect model's on the test period's true sales. The seeds' spread is the point: a recipe
 is better only where its worst seed beats the default's average.
 
     .venv/bin/python -m bench.recipe                       # the default and the L2 variants, seeds 0-4
     .venv/bin/python -m bench.recipe --seeds 3 --variant 'epochs=30' --variant 'l2=5e-5,epochs=30'
+    .venv/bin/python -m bench.recipe --prepared DIR --epochs 6 --seeds 2 --variant l2=5e-5   # e.g. at full size
 """
 
 from __future__ import annotations
@@ -54,11 +55,7 @@ def train_and_score(prepared: Path, seed: int, l2: float, epochs: int, dropout: 
     x, y = model_inputs(train, metadata), train[label].to_numpy(np.float32)
     true_val = np.exp(val[label].to_numpy(np.float64))
     tf.keras.utils.set_random_seed(seed)
-    default_l2, model_module.L2 = model_module.L2, l2  # build_model reads the module's L2
-    try:
-        model = model_module.build_model(metadata, continuous_stats(prepared, metadata), HIDDEN, dropout)
-    finally:
-        model_module.L2 = default_l2
+    model = model_module.build_model(metadata, continuous_stats(prepared, metadata), HIDDEN, dropout, l2=l2)
     rate = LEARNING_RATE * RANKS
     optimizer = model_module.make_optimizer(rate)
     model_module.compile_model(model, optimizer)
@@ -80,15 +77,22 @@ def train_and_score(prepared: Path, seed: int, l2: float, epochs: int, dropout: 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=5, help="runs per recipe, seeds 0 to N-1")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="the default recipe's epochs (default: the workflow's; e.g. 6 at full size, as section 9 runs it)")
+    p.add_argument("--prepared", type=Path, default=None,
+                   help="a prepared-data directory of synthetic data (the prepare task's output, with test_truth.csv; "
+                        "default: the default wf's rows)")
     p.add_argument("--variant", action="append", default=None,
                    help=f"settings that differ from the default, e.g. 'l2=5e-4,epochs=30' ({', '.join(KNOBS)}); "
                         f"repeatable (default: {' '.join(VARIANTS)})")
     opts = p.parse_args()
     header("Training recipes by test accuracy, one process, several seeds", opts.quick)
-    from rossmann.hyperparameters import DROPOUT, EPOCHS, L2
+    from rossmann.hyperparameters import DROPOUT, EPOCHS, l2_penalty
+    from rossmann.prepared import load_metadata
 
-    info, prepared = machine(), prepared_rows(opts.quick)
-    default = {"l2": L2, "epochs": 2 if opts.quick else EPOCHS, "dropout": DROPOUT}
+    info, prepared = machine(), opts.prepared or prepared_rows(opts.quick)
+    default = {"l2": l2_penalty(load_metadata(prepared)["rows"]["train"]), "epochs": opts.epochs or (2 if opts.quick else EPOCHS),
+               "dropout": DROPOUT}
     recipes = {"default": default}
     for text in (opts.variant or ([] if opts.quick else VARIANTS)):
         recipes[text] = {**default, **parse_variant(text)}

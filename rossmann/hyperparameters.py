@@ -13,8 +13,9 @@ from typing import Any
 # (rossmann.model.build_model's defaults: 1000-1000-1000-500, dropout 0.5) is slower and no better here.
 # The batch and rate are per rank (2 ranks: a global batch of 1,024 at 1.2e-2), chosen by recipe runs
 # (docs/performance.md section 7): as accurate as the former 256 at 2e-3, in half the steps. The L2 penalty was
-# 5e-5 until recipe runs over 5 seeds showed the model under-regularised (test RMSPE 1.058x the perfect model's on
-# average with 30 epochs); 1e-3 to 5e-3 gave 1.037x to 1.040x, and 2e-3 reaches 1.042x in 20 epochs (section 7).
+# 5e-5 until recipe runs over 5 seeds showed the model under-regularised on the default data (test RMSPE 1.058x the
+# perfect model's on average with 30 epochs); 1e-3 to 5e-3 gave 1.037x to 1.040x, and 2e-3 reaches 1.042x in 20
+# epochs; at full size 2e-3 gave 1.060x where 5e-5 had given 1.023x, so the penalty falls with the data (l2_penalty).
 EPOCHS = 20
 BATCH_SIZE = 512
 LEARNING_RATE = 6e-3  # per rank
@@ -22,8 +23,17 @@ WARMUP_EPOCHS = 2  # the rate rises to its scaled value over these first epochs 
 HIDDEN = (256, 128)
 DROPOUT = 0.1
 # The model's fixed choices, the same in its Keras and its PyTorch form.
-L2 = 2e-3  # L2 penalty on the dense layers' kernels
+L2 = 2e-3  # L2 penalty on the dense layers' kernels up to L2_ROWS training rows (see l2_penalty)
+L2_ROWS = 34_209  # the default synthetic data's training rows
 CLIP = 4.0  # standard deviations a continuous input may be from its training mean
+
+
+def l2_penalty(train_rows: int) -> float:
+    """The L2 penalty on the dense layers' kernels for a training split of ``train_rows`` rows: ``L2`` up to the
+    default data's size, then in proportion to 1 / rows (a prior on the weights, which more data should outweigh;
+    the loss is a mean over rows, so a fixed penalty would weigh as much against 23 times the rows): 8.7e-5 at the
+    real data's size (1,115 stores, 789,765 rows)."""
+    return L2 * min(1.0, L2_ROWS / max(1, train_rows))
 
 
 class HyperparameterError(ValueError):

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from rossmann.hyperparameters import CLIP, L2
+from rossmann.hyperparameters import CLIP, l2_penalty
 from rossmann.metrics import SCORED_LOG_SALES, rmspe_scale
 from rossmann.prepared import ContinuousStats, Metadata
 
@@ -40,13 +40,16 @@ def build_model(
     hidden: Sequence[int] = (1000, 1000, 1000, 500),
     dropout: float = 0.5,
     embedding_width: int = 10,
+    l2: float | None = None,
 ) -> tf.keras.Model:
     """An uncompiled model with one (1,)-shaped Input per feature column, named after the column.
 
     Categorical inputs (int32 vocabulary indices, 0 = unknown) get embeddings; continuous inputs are
     standardised with `stats` (train mean and variance) and clipped to +-CLIP; the output is a sigmoid scaled to
-    1.2 * log(max_sales), i.e. log sales.
+    1.2 * log(max_sales), i.e. log sales. The dense layers' kernels have the L2 penalty `l2` (default: ``l2_penalty``
+    of the training split's rows).
     """
+    l2 = l2_penalty(metadata["rows"]["train"]) if l2 is None else l2
     layers = tf.keras.layers
     categorical, continuous = list(metadata["categorical_cols"]), list(metadata["continuous_cols"])
     indices = {c: layers.Input(shape=(1,), name=c, dtype="int32") for c in categorical}
@@ -69,7 +72,7 @@ def build_model(
     parts.append(layers.Rescaling(1.0, offset=-CLIP, name="clip_unshift")(x))
     x = layers.Concatenate(name="features")(parts)
     for i, width in enumerate(hidden):
-        regularizer = tf.keras.regularizers.l2(L2)
+        regularizer = tf.keras.regularizers.l2(l2)
         x = layers.Dense(width, activation="relu", kernel_regularizer=regularizer, name=f"dense_{i}")(x)
     x = layers.Dropout(dropout, name="dropout")(x)
     x = layers.Dense(1, activation="sigmoid", name="sigmoid")(x)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from rossmann.atomic import replaced_whole
-from rossmann.hyperparameters import CLIP, L2
+from rossmann.hyperparameters import CLIP, l2_penalty
 from rossmann.metrics import rmspe_scale
 from rossmann.model_dir import TORCH_MODEL
 from rossmann.prepared import ContinuousStats, Metadata, model_inputs
@@ -31,8 +31,9 @@ class RossmannNet(nn.Module):
     (n, continuous columns) float32, both in ``metadata``'s column order; output: (n,) log sales."""
 
     def __init__(self, embedding_sizes: Sequence[int], mean: Sequence[float], variance: Sequence[float],
-                 hidden: Sequence[int], dropout: float, embedding_width: int, max_sales: float):
+                 hidden: Sequence[int], dropout: float, embedding_width: int, max_sales: float, l2: float):
         super().__init__()
+        self.l2 = l2
         self.embeddings = nn.ModuleList(nn.Embedding(int(n), embedding_width) for n in embedding_sizes)
         for embedding in self.embeddings:  # Keras's default: uniform in [-0.05, 0.05]
             nn.init.uniform_(embedding.weight, -0.05, 0.05)
@@ -56,17 +57,17 @@ class RossmannNet(nn.Module):
         return torch.sigmoid(self.out(x)).squeeze(1) * self.top + self.log_scale
 
     def l2_penalty(self) -> torch.Tensor:
-        """The Keras model's kernel regularizer: L2 * the sum of squares of the dense layers' kernels."""
-        return L2 * sum((layer.weight ** 2).sum() for layer in self.dense if isinstance(layer, nn.Linear))
+        """The Keras model's kernel regularizer: l2 * the sum of squares of the dense layers' kernels."""
+        return self.l2 * sum((layer.weight ** 2).sum() for layer in self.dense if isinstance(layer, nn.Linear))
 
 
 def build_torch_model(metadata: Metadata, stats: ContinuousStats, hidden: Sequence[int], dropout: float,
                       embedding_width: int = 10) -> RossmannNet:
-    """The model for a prepared-data directory's metadata and continuous statistics."""
+    """The model for a prepared-data directory's metadata and continuous statistics (the Keras model's L2 penalty)."""
     continuous = list(metadata["continuous_cols"])
     return RossmannNet([metadata["embedding_sizes"][c] for c in metadata["categorical_cols"]],
                        [stats[c][0] for c in continuous], [stats[c][1] for c in continuous], hidden, dropout,
-                       embedding_width, float(metadata["max_sales"]))
+                       embedding_width, float(metadata["max_sales"]), l2_penalty(metadata["rows"]["train"]))
 
 
 def torch_inputs(pdf: pd.DataFrame, metadata: Metadata) -> tuple[torch.Tensor, torch.Tensor]:

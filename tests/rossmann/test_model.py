@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from rossmann.hyperparameters import L2, L2_ROWS, l2_penalty
 from rossmann.metrics import rmspe
 from rossmann.model import (
     CUSTOM_OBJECTS,
@@ -17,6 +18,7 @@ from rossmann.model import (
 )
 from rossmann.predict import predict_log_sales
 from rossmann.prepared import continuous_stats, feature_cols, load_metadata, model_inputs, read_split
+from rossmann.torch_model import build_torch_model
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +116,20 @@ def test_calibration_scales_sales_to_the_rmspe_optimum_of_log_normal_noise(data,
     calibrated.save(str(tmp_path / "saved"), save_format="tf")
     again = tf.keras.models.load_model(str(tmp_path / "saved"), custom_objects=CUSTOM_OBJECTS, compile=False)
     np.testing.assert_allclose(predict_log_sales(again, rows.iloc[:100], metadata), shifted[:100], atol=1e-5)
+
+
+@pytest.mark.parametrize("rows, penalty", [(1_000, L2), (L2_ROWS, L2), (789_765, L2 * L2_ROWS / 789_765)])
+def test_the_l2_penalty_falls_as_1_over_the_training_rows_above_the_default_datas(rows, penalty):
+    assert l2_penalty(rows) == pytest.approx(penalty)
+
+
+def test_the_keras_and_the_pytorch_model_take_the_penalty_of_their_training_rows(data):
+    prepared, metadata, _, _ = data
+    bigger = {**metadata, "rows": {**metadata["rows"], "train": 4 * L2_ROWS}}
+    stats = continuous_stats(prepared, metadata)
+    keras = build_model(bigger, stats, hidden=(8, 4), dropout=0.0)
+    penalties = [float(layer.kernel_regularizer.l2) for layer in keras.layers if getattr(layer, "kernel_regularizer", None)]
+    assert penalties == pytest.approx([L2 / 4, L2 / 4])  # the two hidden layers, not the output
+    assert build_torch_model(bigger, stats, (8, 4), 0.0).l2 == pytest.approx(L2 / 4)
+    assert float(build_model(metadata, stats, hidden=(8,), dropout=0.0, l2=0.0).get_layer("dense_0")
+                 .kernel_regularizer.l2) == 0.0  # an explicit penalty (bench/recipe.py's variants)
