@@ -1,6 +1,7 @@
 """Fast checks of the benchmark scripts (the benchmarks themselves run with ``make bench``)."""
 
 import datetime as dt
+import re
 import subprocess
 import sys
 
@@ -18,6 +19,18 @@ def test_every_script_starts_and_has_a_quick_mode(name):
                          stderr=subprocess.STDOUT, text=True, timeout=60)
     assert out.returncode == 0, out.stdout
     assert "--quick" in out.stdout
+
+
+def test_a_recipe_variant_is_parsed_and_a_bad_one_refused_naming_the_setting():
+    from bench.recipe import parse_variant
+
+    assert parse_variant("l2=5e-4,epochs=30") == {"l2": 5e-4, "epochs": 30}
+    for bad, says in (("epoch=3", "unknown setting 'epoch' (known: l2, epochs, dropout)"),
+                      ("epochs=3.5", "epochs='3.5': must be a whole number >= 1"),
+                      ("epochs=0", "epochs='0': must be a whole number >= 1"),
+                      ("l2=-1", "l2='-1': must be a number >= 0")):
+        with pytest.raises(SystemExit, match=re.escape(says)):
+            parse_variant(bad)
 
 
 def test_table_and_round_robin():

@@ -157,8 +157,9 @@ class HorovodSparkContext:
         store = Store.create(prefix)  # HDFS or DBFS as Horovod chooses; local paths and fsspec URLs quietly
         return QuietStore(prefix) if type(store) is FilesystemStore else store
 
-    def run(self, fn: Callable, kwargs: Optional[Dict[str, Any]] = None, all_ranks: bool = False,
-            num_proc: Optional[int] = None, env: Optional[Dict[str, str]] = None, output: Optional[RankOutput] = None):
+    def run(self, fn: Callable, kwargs: Optional[Dict[str, Any]] = None, all_ranks: bool = False, *,
+            num_proc: Optional[int] = None, env: Optional[Dict[str, str]] = None,
+            output: Optional[RankOutput] = None) -> Any:
         """Run ``fn(**kwargs)`` on ``num_proc`` ranks (default: the task's) as Spark tasks (``run_on_spark`` with this
         task's settings, session and failure folder, ``env`` added to the ranks' environment, their lines to
         ``output``); rank 0's result, or with ``all_ranks`` every rank's, by rank."""
