@@ -132,7 +132,7 @@ def test_the_keras_and_the_pytorch_model_take_the_penalty_of_their_training_rows
                  if getattr(layer, "kernel_regularizer", None)]
     assert penalties == pytest.approx([L2 / 4, L2 / 4])  # the two hidden layers, not the output
     net = build_torch_model(bigger, stats, (8, 4), 0.0)
-    squares = sum(float((layer.weight ** 2).sum()) for layer in net.dense if hasattr(layer, "weight"))
+    squares = sum(float((layer.weight.detach() ** 2).sum()) for layer in net.dense if hasattr(layer, "weight"))
     assert net.l2_penalty().item() == pytest.approx(L2 / 4 * squares, rel=1e-5)  # what the PyTorch training adds
     assert float(build_model(metadata, stats, hidden=(8,), dropout=0.0, l2=0.0).get_layer("dense_0")
                  .kernel_regularizer.l2) == 0.0  # an explicit penalty (bench/recipe.py's variants)
