@@ -26,9 +26,11 @@ World = typing.NamedTuple("World", [("total", float), ("size", int), ("hosts", t
 def _mark(marker_dir: str, rank: int, **seen) -> None:
     os.makedirs(marker_dir, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "OMPI_COMM_WORLD_", "FLYTE_INTERNAL_"))}
-    with open(os.path.join(marker_dir, f"rank-{rank}.json"), "w") as f:
+    path = os.path.join(marker_dir, f"rank-{rank}.json")
+    with open(f"{path}.tmp", "w") as f:  # renamed whole: the test polls the folder and must never read half a file
         json.dump({"rank": rank, "pid": os.getpid(), "hostname": socket.gethostname(), "imported": IMPORTED,
                    "started": psutil.Process().create_time(), "env": env, **seen}, f)
+    os.replace(f"{path}.tmp", path)
 
 
 def allreduce(marker_dir: str) -> typing.Tuple[float, int, typing.List[str]]:
