@@ -38,11 +38,12 @@ def parse_variant(text: str) -> Dict[str, float]:
             raise SystemExit(f"--variant {text!r}: unknown setting {name!r} (known: {', '.join(KNOBS)})")
         kind, low, allowed = KNOBS[name]
         try:
-            changes[name] = kind(value)
+            number = kind(value)
         except ValueError:
-            changes[name] = low - 1
-        if not changes[name] >= low:
+            number = None
+        if number is None or not number >= low:
             raise SystemExit(f"--variant {text!r}: {name}={value!r}: must be {allowed}")
+        changes[name] = number
     return changes
 
 
@@ -82,9 +83,10 @@ def train_and_score(prepared: Path, seed: int, l2: float, epochs: int, dropout: 
     model_module.fill_untrained_embeddings(model, metadata)
     model, _ = model_module.calibrate_for_rmspe(model, train, metadata)
     test = score_test(predict_submission(model, prepared / "test", metadata), prepared)
-    tf.keras.backend.clear_session()  # the next run's model starts afresh; memory stays flat over many runs
-    return {"backtest_rmspe": rmspe(true_val, np.exp(predict_log_sales(model, val, metadata))),
-            "test_x_perfect": test["test_rmspe"] / test["test_perfect_rmspe"], "best_epoch": best_epoch}
+    scores = {"backtest_rmspe": rmspe(true_val, np.exp(predict_log_sales(model, val, metadata))),
+              "test_x_perfect": test["test_rmspe"] / test["test_perfect_rmspe"], "best_epoch": best_epoch}
+    tf.keras.backend.clear_session()  # after the model's last use: the next run starts afresh, memory stays flat
+    return scores
 
 
 def main() -> None:
