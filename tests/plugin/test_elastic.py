@@ -40,6 +40,7 @@ def test_custom_is_kfmpis_and_the_command_is_kfmpis_with_the_elastic_bounds():
     ({"worker": Worker(replicas=2), "min_workers": 3}, r"min_workers <= worker.replicas <= max_workers, got 3 <= 2"),
     ({"worker": Worker(replicas=2), "max_workers": 1}, r"got 2 <= 2 <= 1"),
     ({"worker": Worker(replicas=2), "horovod": Horovod(controller="mpi")}, "elastic Horovod runs on Gloo only"),
+    ({"worker": Worker(replicas=2), "horovod": Horovod(framework="mxnet")}, "no elastic API for MXNet"),
     ({"worker": Worker(replicas=2), "min_workers": 1.5}, r"min_workers=1.5: must be a whole number"),
     ({}, r"needs worker=Worker\(replicas=N\)"),
 ])

@@ -45,6 +45,9 @@ class HorovodJob(kfmpi.HorovodJob):
         self.verbose, self.log_level = self.horovod.verbose, self.horovod.log_level
         if self.horovod.controller != "gloo":
             raise HorovodConfigError("HorovodJob: elastic Horovod runs on Gloo only; use Horovod(controller='gloo')")
+        if self.horovod.framework == "mxnet":  # horovod.mxnet has no elastic module (0.28.1: TF, Keras, PyTorch)
+            raise HorovodConfigError("HorovodJob: Horovod has no elastic API for MXNet (horovod.mxnet has no "
+                                     "hvd.elastic); use MPIJob for a fixed-size MXNet job")
         if self.workers is None:
             raise HorovodConfigError("HorovodJob needs worker=Worker(replicas=N): the number of worker pods")
         if not self.min_worker_count <= self.workers <= self.max_worker_count:
