@@ -27,7 +27,7 @@ ARG TORCH_INDEX_URL=
 
 # System packages: Java 17 for Spark; OpenMPI (mpirun, and mpicc so Horovod builds its MPI controller); ssh client and
 # server for launchers that reach workers over SSH (MPI Operator v2, horovodrun outside Kubeflow); cmake and g++ to
-# build Horovod, and patch (setup.sh patches its sdist for PyTorch >= 2.1); procps (ps, used by Spark's scripts); tini,
+# build Horovod, and patch (the build command patches its sdist: the plugin's patches/); procps (ps, used by Spark's scripts); tini,
 # which the Spark entrypoint runs commands under; Python 3.11 from the distribution where the base image has none.
 # (/usr/share/man/man1 first: slim images leave out man pages, and the JDK's post-install step links one there.)
 RUN mkdir -p /usr/share/man/man1 \
@@ -56,16 +56,19 @@ ENV VENV=/opt/venv \
 COPY pyproject.toml constraints.txt README.md /root/
 COPY plugins/flytekit-horovod/pyproject.toml plugins/flytekit-horovod/README.md /root/plugins/flytekit-horovod/
 COPY scripts/setup.sh /root/scripts/setup.sh
-COPY scripts/patches /root/scripts/patches
-# setup.sh reports the Horovod build with these two modules (they import no other), before the rest is copied
-COPY plugins/flytekit-horovod/flytekitplugins/horovod/build_info.py \
+# setup.sh builds Horovod with the plugin's build command (python -m flytekitplugins.horovod.build, the one
+# horovod_image_spec runs too) and its patch series; the command imports no other module of the plugin.
+COPY plugins/flytekit-horovod/flytekitplugins/horovod/build.py \
+     plugins/flytekit-horovod/flytekitplugins/horovod/build_info.py \
      /root/plugins/flytekit-horovod/flytekitplugins/horovod/
+COPY plugins/flytekit-horovod/flytekitplugins/horovod/patches /root/plugins/flytekit-horovod/flytekitplugins/horovod/patches
 COPY plugins/flytekit-horovod/flytekitplugins/horovod/executor/frameworks.py \
      /root/plugins/flytekit-horovod/flytekitplugins/horovod/executor/
 RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod/executor rossmann \
     && touch plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py \
              plugins/flytekit-horovod/flytekitplugins/horovod/executor/__init__.py rossmann/__init__.py
-# The Horovod wheel setup.sh builds is kept in a BuildKit cache (.cache/wheels), so a rebuild does not recompile it.
+# The Horovod wheel the build command makes is kept in a BuildKit cache (.cache/horovod), so a rebuild does not
+# recompile it.
 RUN --mount=type=cache,target=/root/.cache \
     VENV=/opt/venv TF_PACKAGE=${TF_PACKAGE} GPU=${GPU} TORCH_INDEX_URL=${TORCH_INDEX_URL} WITH_MPI=1 EXTRAS=test \
     bash scripts/setup.sh

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Sets up everything this project needs, from nothing, and is quick when nothing changed:
 #   system packages (Java for pyspark, OpenMPI and an ssh client for mpirun, cmake, g++ and patch for Horovod),
-#   a virtual environment in .venv, TensorFlow and PyTorch first, Horovod built against both (Gloo, plus MPI when
-#   OpenMPI is present; patched for PyTorch >= 2.1, see scripts/patches/), then the plugin and this project (both
-#   editable) and their pinned dependencies. Horovod's build is reported from what really runs: a framework counts
-#   only if its hvd.init() and a 1-rank allreduce work (python -m flytekitplugins.horovod.build_info).
+#   a virtual environment in .venv, TensorFlow and PyTorch first, then the plugin and this project (both editable)
+#   and their pinned dependencies, then Horovod built against both frameworks by the plugin's build command
+#   (python -m flytekitplugins.horovod.build: the sdist with the plugin's patch series, Gloo, plus MPI when OpenMPI
+#   is present). Its build is reported from what really runs: a framework counts only if its hvd.init() and a 1-rank
+#   allreduce work.
 # The Dockerfile runs this same script, so the image and a local set-up install the same pins.
 #
 # Environment: VENV (default .venv), PYTHON (default python3.11), TF_PACKAGE (tensorflow-cpu or
@@ -21,9 +22,8 @@ GPU=${GPU:-0}
 WITH_MPI=${WITH_MPI:-auto}
 EXTRAS=${EXTRAS:-test}
 CONSTRAINTS=$ROOT/constraints.txt
-WHEELS=$ROOT/.cache/wheels
 PLUGIN=$ROOT/plugins/flytekit-horovod  # the plugin: its own distribution, installed before the example project
-HVD_PATCH=$ROOT/scripts/patches/horovod-0.28.1-cxx17.patch  # C++17 for PyTorch >= 2.1 (upstream PR 3998, unreleased)
+PLUGIN_PKG=$PLUGIN/flytekitplugins/horovod  # its build command (build.py) and Horovod patch series (patches/)
 export TF_CPP_MIN_LOG_LEVEL=3 PIP_DISABLE_PIP_VERSION_CHECK=1
 say() { echo "[setup] $*" >&2; }
 
@@ -81,15 +81,16 @@ if [ "$WITH_MPI" = auto ]; then
 fi
 
 # --- 2. is the environment already current? ---------------------------------------------------
-key=$(cat "$ROOT/pyproject.toml" "$PLUGIN/pyproject.toml" "$CONSTRAINTS" "$ROOT/scripts/setup.sh" "$HVD_PATCH" \
-    | sha256sum | cut -c1-16)
+# The build command and its patch series are part of the key: a changed patch rebuilds (its wheel cache is keyed too).
+key=$(cat "$ROOT/pyproject.toml" "$PLUGIN/pyproject.toml" "$CONSTRAINTS" "$ROOT/scripts/setup.sh" "$PLUGIN_PKG/build.py" \
+    "$PLUGIN_PKG"/patches/* | sha256sum | cut -c1-16)
 key="$key-$TF_PACKAGE-gpu$GPU-mpi$WITH_MPI-$EXTRAS"
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.setup-key" 2>/dev/null)" = "$key" ]; then
     say "environment in $VENV is up to date"
     exit 0
 fi
 
-# --- 3. virtual environment, TensorFlow, PyTorch, Horovod, the rest ---------------------------
+# --- 3. virtual environment, TensorFlow, PyTorch, the plugin and this project, then Horovod -----------------------
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 pinned() { grep -E "^$1==" "$CONSTRAINTS" | cut -d= -f3; }
@@ -100,39 +101,19 @@ say "installing $TF_PACKAGE==$tf_version and torch==$torch_version"
 "${PIP[@]}" install -c "$CONSTRAINTS" "$TF_PACKAGE==$tf_version"
 "${PIP[@]}" install -c "$CONSTRAINTS" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==$torch_version"
 
-# The wheel is cached per framework versions, GPU and MPI, and patch: built once, reinstalled in seconds.
-hvd_version=$(pinned horovod)
-patch_id=$(sha256sum "$HVD_PATCH" | cut -c1-8)
-hvd_wheels="$WHEELS/horovod-$hvd_version-$TF_PACKAGE-$tf_version-torch-$torch_version-gpu$GPU-mpi$WITH_MPI-$patch_id"
-if ! ls "$hvd_wheels"/horovod-*.whl >/dev/null 2>&1; then
-    say "building horovod $hvd_version against $TF_PACKAGE $tf_version and torch $torch_version" \
-        "(Gloo$([ "$WITH_MPI" = 1 ] && echo ', MPI')$([ "$GPU" = 1 ] && echo ', NCCL')); takes about 5 minutes"
-    src=$(mktemp -d)
-    trap 'rm -rf "$src"' EXIT
-    "${PIP[@]}" download --no-deps --no-binary :all: -d "$src" "horovod==$hvd_version"
-    tar -xzf "$src/horovod-$hvd_version.tar.gz" -C "$src"
-    patch -s -p1 -d "$src/horovod-$hvd_version" < "$HVD_PATCH"
-    build_env=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1)
-    if [ "$WITH_MPI" = 1 ]; then build_env+=(HOROVOD_WITH_MPI=1); else build_env+=(HOROVOD_WITHOUT_MPI=1); fi
-    if [ "$GPU" = 1 ]; then build_env+=(HOROVOD_GPU_OPERATIONS=NCCL); fi
-    mkdir -p "$hvd_wheels"
-    env "${build_env[@]}" MAKEFLAGS="-j$(nproc)" "${PIP[@]}" wheel --no-cache-dir --no-build-isolation --no-deps \
-        -w "$hvd_wheels" "$src/horovod-$hvd_version"
-fi
-"${PIP[@]}" install --force-reinstall --no-deps "$hvd_wheels"/horovod-*.whl
-
 say "installing the plugin (plugins/flytekit-horovod), the Rossmann project and their pinned dependencies"
 "${PIP[@]}" install -c "$CONSTRAINTS" -e "$PLUGIN" -e "$ROOT[$EXTRAS]"
-# What the build really runs, not what horovodrun --check-build says (it counts a hollow horovod.torch as built).
-if ! built=$("$VENV/bin/python" -m flytekitplugins.horovod.build_info --expect tensorflow pytorch); then
-    say "horovod is installed but hvd.init() and a 1-rank allreduce do not run in every framework (above)"
+
+# Horovod through the plugin's own build command, the one a user runs (and the Dockerfile, and horovod_image_spec):
+# the patched sdist built against both frameworks, every choice explicit, the wheel cached in .cache/horovod by what
+# it was built against. It checks what really runs: hvd.init() and a 1-rank allreduce per framework, the controllers.
+controllers=(gloo); [ "$WITH_MPI" = 1 ] && controllers+=(mpi)
+operations=cpu; [ "$GPU" = 1 ] && operations=nccl
+if ! "$VENV/bin/python" -m flytekitplugins.horovod.build --frameworks tensorflow pytorch \
+        --controllers "${controllers[@]}" --operations "$operations" --cache-dir "$ROOT/.cache/horovod"; then
+    say "horovod did not build, or hvd.init() and a 1-rank allreduce do not run in every framework (above)"
     exit 1
 fi
-if [ "$WITH_MPI" = 1 ] && ! grep -q "controllers:.*MPI" <<<"$built"; then
-    say "horovod was built without its MPI controller although OpenMPI is here: $built"
-    exit 1
-fi
-say "horovod built with: $built"
 "${PIP[@]}" check
 echo "$key" > "$VENV/.setup-key"
 say "ready: $VENV"

@@ -15,7 +15,7 @@ import importlib.util
 import os
 import subprocess
 import sys
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .executor.frameworks import FRAMEWORK_BUILDS
 
@@ -50,9 +50,8 @@ def missing_framework(framework: str) -> str:
         problem = f"this Horovod build has no {build.display} extension ({build.extension}.* under {root})"
     has = ", ".join(built_frameworks()) or "no framework"
     return (f"Horovod(framework={framework!r}): {problem}; this build serves: {has}. Install {build.package} first, "
-            f"then rebuild Horovod against it: {build.build_flag}=1 pip install --no-build-isolation --no-binary "
-            f"horovod --force-reinstall horovod (scripts/setup.sh builds TensorFlow and PyTorch), or choose a "
-            f"framework this build serves")
+            f"then rebuild Horovod against it: python -m flytekitplugins.horovod.build (it builds for every "
+            f"framework installed; {build.build_flag}=1 is what it sets), or choose a framework this build serves")
 
 
 def verify(framework: str, timeout: float = 120.0) -> Tuple[Optional[str], List[str]]:
@@ -76,6 +75,20 @@ def verify(framework: str, timeout: float = 120.0) -> Tuple[Optional[str], List[
     return (lines[-1] if lines else f"exit code {done.returncode}"), []
 
 
+def check(frameworks: Sequence[str]) -> Tuple[List[str], List[str], Dict[str, str]]:
+    """``verify`` each of ``frameworks``: the display names of those that run, the controllers built (as the working
+    frameworks report them), and why each other one does not run."""
+    working, failed, controllers = [], {}, {}
+    for name in frameworks:
+        reason, built = verify(name)
+        if reason is None:
+            working.append(FRAMEWORK_BUILDS[name].display)
+            controllers.update(dict.fromkeys(built))
+        else:
+            failed[name] = reason
+    return working, list(controllers), failed
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Print the frameworks whose ``hvd.init()`` and allreduce really run, and the controllers built; exit 1 if one of
     ``--expect`` does not run."""
@@ -83,16 +96,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--expect", nargs="*", default=[], choices=sorted(FRAMEWORK_BUILDS),
                         help="frameworks that must work")
     args = parser.parse_args(argv)
-    working, failed, controllers = [], {}, {}
-    for name in ("tensorflow", "pytorch", "mxnet"):
-        if not (framework_built(name) or name in args.expect):
-            continue
-        reason, built = verify(name)
-        if reason is None:
-            working.append(FRAMEWORK_BUILDS[name].display)
-            controllers.update(dict.fromkeys(built))
-        else:
-            failed[name] = reason
+    working, controllers, failed = check([name for name in ("tensorflow", "pytorch", "mxnet")
+                                          if framework_built(name) or name in args.expect])
     print(f"frameworks: {' '.join(working) or 'none'}; controllers: {' '.join(controllers) or 'none'}")
     missing = [name for name in args.expect if name in failed]
     for name in missing:

@@ -1,0 +1,109 @@
+"""The plugin's build command (``python -m flytekitplugins.horovod.build``), run as a user runs it: every choice of a
+build stated, what cannot be built refused with what to do, the patch series applied to the real sdist, the wheel
+scripts/setup.sh built taken from the cache by what it was built against. (Its full build runs in every clean set-up:
+scripts/setup.sh builds the default leg with it, make matrix the others.)"""
+
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from flytekitplugins.horovod import build
+from tests.support import ROOT
+
+COMMAND = [sys.executable, "-m", "flytekitplugins.horovod.build"]
+CACHE = ROOT / ".cache" / "horovod"  # where scripts/setup.sh keeps the sdist and the wheel it built
+
+
+def _run(*args: str, timeout: float = 120, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([*COMMAND, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_a_dry_run_states_every_choice_and_names_the_wheel_by_what_it_is_built_against():
+    done = _run("--dry-run", "--frameworks", "tensorflow", "pytorch", "--controllers", "gloo")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["env"] == {"HOROVOD_WITH_GLOO": "1", "HOROVOD_WITHOUT_MPI": "1", "HOROVOD_WITH_TENSORFLOW": "1",
+                           "HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITHOUT_MXNET": "1",
+                           "HOROVOD_WITHOUT_GPU": "1"}  # nothing left to what CMake finds
+    tf, torch = (importlib.metadata.version(name) for name in ("tensorflow-cpu", "torch"))
+    assert plan["frameworks"] == {"tensorflow": f"tensorflow-cpu=={tf}", "pytorch": f"torch=={torch}"}
+    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert plan["key"] == f"horovod-0.28.1-{python}-tensorflow-cpu-{tf}-torch-{torch}-gloo-cpu-{build.series_id()}"
+
+
+def test_by_default_it_builds_every_framework_installed_and_mpi_where_mpicc_is():
+    plan = json.loads(_run("--dry-run").stdout)
+    assert list(plan["frameworks"]) == ["tensorflow", "pytorch"]  # MXNet is not installed here
+    assert plan["controllers"] == (["gloo", "mpi"] if shutil.which("mpicc") else ["gloo"])
+    assert plan["operations"] == "cpu" and "HOROVOD_GPU_OPERATIONS" not in plan["env"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--frameworks", "mxnet"], "--frameworks mxnet: not installed in"),
+    (["--operations", "nccl"], "--operations nccl: no nvcc on PATH"),
+], ids=["framework-not-installed", "nccl-without-cuda"])
+def test_what_cannot_be_built_here_is_refused_at_once_saying_what_to_do(args, says):
+    # this machine kind has a partial CUDA toolkit's nvcc in /usr/local/bin: a PATH without it, as on a CPU host
+    path = os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"])
+    started = time.monotonic()
+    done = _run(*args, env={**os.environ, "PATH": path})
+    assert done.returncode == 1 and says in done.stderr, done.stderr
+    assert ("pip install mxnet" if "mxnet" in args else "--operations cpu") in done.stderr
+    assert time.monotonic() - started < 30  # before any download or compile
+
+
+def test_every_patch_says_why_where_upstream_and_for_which_versions():
+    patches = build.series()
+    assert patches and [p.name for p in patches] == sorted(p.name for p in patches)  # applied in numbered order
+    assert sorted(p.name for p in build.PATCHES.glob("*.patch")) == [p.name for p in patches]  # none left out
+    for patch in patches:
+        header = re.split(r"^(?:diff |--- )", patch.read_text(), maxsplit=1, flags=re.M)[0]
+        assert len(header.split()) > 20, f"{patch.name}: its header must say what it fixes and why"
+        assert re.search(r"horovod (PR|pull request|issue|commit)|no upstream fix", header, re.I), patch.name
+        assert re.search(r"^Needed by: .*(TensorFlow|PyTorch|torch|Python|Keras|pyarrow|TF)", header, re.M), \
+            f"{patch.name}: its header must say which versions need it (a 'Needed by:' line)"
+
+
+def test_the_series_applies_to_horovod_s_sdist(tmp_path):
+    source = build.patched_source(build.sdist(CACHE, None), tmp_path)
+    assert (source / "setup.py").is_file()
+    rejected = list(source.rglob("*.rej")) + list(source.rglob("*.orig"))
+    assert not rejected, rejected
+
+
+def test_the_wheel_setup_built_is_taken_from_the_cache_in_seconds():
+    started = time.monotonic()
+    done = _run("--no-install", "--frameworks", "tensorflow", "pytorch", "--cache-dir", str(CACHE))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cached wheel for this build" in done.stderr and done.stdout.strip().endswith(".whl")
+    assert time.monotonic() - started < 30
+
+
+def test_without_horovod_the_plugin_names_the_build_command():
+    """A fresh interpreter where Horovod cannot be found, as right after ``pip install flytekitplugins-horovod``."""
+    program = """
+import importlib.abc, sys
+
+class NoHorovod(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "horovod":
+            raise ImportError(f"{name}: not installed here")
+
+sys.meta_path.insert(0, NoHorovod())
+import flytekitplugins.horovod.build  # the build command itself imports
+try:
+    from flytekitplugins.horovod import MPIJob
+except ImportError as error:
+    print(error)
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Horovod is not installed in this Python environment" in done.stdout
+    assert "-m flytekitplugins.horovod.build" in done.stdout
