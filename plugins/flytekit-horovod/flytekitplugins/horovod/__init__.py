@@ -5,18 +5,44 @@ MPI route: ``@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod
 Spark route: ``@task(task_config=HorovodSpark(num_proc=2, horovod=Horovod(...)))`` with ``spark_run``,
 ``spark_backend`` and ``spark_store`` in the body. Anywhere: ``HorovodRunner(np=2).run(main, **kwargs)``.
 
-Importing this package registers the task plugins and changes nothing else (no environment variable, no logging
-handler) but one thing: a Ctrl-C in any Spark task ends as ``InterruptedByUser`` (see ``interrupt``). What a task or
-a rank needs is set when it starts.
+Importing this package registers the task plugins and changes nothing else (no logging handler) but two things: a
+Ctrl-C in any Spark task ends as ``InterruptedByUser`` (see ``interrupt``), and where tf-keras is installed,
+``TF_USE_LEGACY_KERAS=1`` unless set (``tf.keras`` is then Keras 2, which Horovod's Keras API needs: see
+``executor``). What a task or a rank needs is set when it starts.
 
 What a rank or a Spark executor runs is the ``executor`` subpackage, which imports no flytekit; importing it runs this
 file first, so without flytekit (a Spark executor, a bare rank image) this file registers nothing and exports nothing.
 """
 
-try:
-    import flytekit  # noqa: F401
-except ImportError:  # only ``flytekitplugins.horovod.executor`` is usable here
+import importlib.util as _util
+
+
+def _importable(name: str) -> bool:
+    try:
+        return _util.find_spec(name) is not None
+    except ImportError:  # a finder that refuses it
+        return False
+
+
+if not _importable("flytekit"):  # only ``flytekitplugins.horovod.executor`` is usable here
     __all__ = []
+elif not _importable("horovod"):  # only the build command is usable until Horovod is built
+    from . import executor  # noqa: F401  (TF_USE_LEGACY_KERAS, as when Horovod is there)
+
+    __all__ = []
+
+    def __getattr__(name: str):
+        import importlib
+        import sys
+
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if _importable(f"{__name__}.{name}"):  # a submodule (``from ... import build``)
+            return importlib.import_module(f"{__name__}.{name}")
+
+        raise ImportError(f"flytekitplugins.horovod.{name}: Horovod is not installed in this Python environment "
+                          f"({sys.executable}). Build it for the frameworks installed here with: "
+                          f"{sys.executable} -m flytekitplugins.horovod.build")
 else:
     from flytekitplugins.kfmpi import CleanPodPolicy, Launcher, RestartPolicy, RunPolicy, Worker
 
@@ -24,6 +50,7 @@ else:
     from .elastic import HorovodElasticFunctionTask, HorovodJob
     from .errors import RankFailedError, RankLostError
     from .executor.settings import Horovod, HorovodConfigError, compression, current_settings
+    from .image_spec import horovod_image_spec
     from .mpi import HorovodMPIFunctionTask, MPIJob
     from .runner import HorovodRunner
     from .spark import (
@@ -62,6 +89,7 @@ else:
         "compression",
         "current_horovod_spark",
         "current_settings",
+        "horovod_image_spec",
         "names_a_full_disk",
         "spark_backend",
         "spark_checkpoint_url",

@@ -1,8 +1,12 @@
 """The deep-learning frameworks ``Horovod(framework=...)`` names, and how Horovod builds and initialises each (data
 only: ``settings`` and ``build_info`` both read it)."""
 
+import importlib.util
+import os
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, MutableMapping
+
+LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
 
 
 @dataclass(frozen=True)
@@ -28,3 +32,13 @@ FRAMEWORK_BUILDS: Dict[str, FrameworkBuild] = {
     "mxnet": FrameworkBuild("MXNet", "horovod.mxnet", "mxnet", "mxnet/mpi_lib", "HOROVOD_WITH_MXNET",
                             "import mxnet as mx; print(float(hvd.allreduce(mx.nd.array([1.0])).asscalar()))"),
 }
+
+
+def prefer_legacy_keras(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Make ``tf.keras`` Keras 2 (tf-keras) in this process and every process it starts, where tf-keras is installed
+    and the user has not set ``TF_USE_LEGACY_KERAS`` either way. Horovod's Keras API needs Keras 2; on TensorFlow >=
+    2.16 ``tf.keras`` is Keras 3 unless this variable is set before TensorFlow is imported. Returns whether it set it."""
+    if LEGACY_KERAS_ENV in environ or importlib.util.find_spec("tf_keras") is None:
+        return False
+    environ[LEGACY_KERAS_ENV] = "1"
+    return True

@@ -88,6 +88,8 @@ def configure_rank_logging(rank: int, size: int) -> None:
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(logging.INFO)
+    # absl (TensorFlow >= 2.16's tf.data) logs "Sharding callback duration" at INFO on every epoch: its warnings stay
+    logging.getLogger("absl").setLevel(logging.WARNING)
 
 
 def start_rank(settings: Horovod) -> Tuple[int, int]:

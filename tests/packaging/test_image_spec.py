@@ -1,0 +1,78 @@
+"""``horovod_image_spec``: the flytekit ``ImageSpec`` for Horovod tasks, checked without Docker. Its Dockerfile is the one
+flytekit's own default builder writes from it (``create_docker_context``, what ``pyflyte register`` builds), and its
+build steps (the packages, then the plugin's build command) run in a fresh virtual environment here."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from flytekit.image_spec.default_builder import create_docker_context
+
+from flytekitplugins.horovod import horovod_image_spec
+from tests.support import ROOT, run_command
+
+PLUGIN = ROOT / "plugins" / "flytekit-horovod"
+
+
+def test_the_default_spec_is_today_s_stack_with_horovod_built_by_the_plugin_s_command():
+    spec = horovod_image_spec(registry="localhost:30000", packages=["my-package==1.0"])
+    assert spec.python_version == "3.12" and spec.base_image is None  # flytekit's default Debian base
+    assert {"tensorflow-cpu==2.21.0", "tf-keras~=2.21.0", "torch==2.15.0", "flytekitplugins-horovod==0.2.0",
+            "my-package==1.0"} <= set(spec.packages)
+    assert spec.env == {"TF_USE_LEGACY_KERAS": "1"}  # tf.keras is Keras 2 in every process of the image
+    assert spec.commands == ["python -m flytekitplugins.horovod.build --frameworks tensorflow pytorch "
+                             "--controllers gloo mpi --operations cpu"]
+    # what the project's Dockerfile installs to build and run Horovod and Spark, the spec installs too
+    for package in ("openjdk-17-jre-headless", "openmpi-bin", "libopenmpi-dev", "cmake", "g++", "patch"):
+        assert package in spec.apt_packages
+        assert package in (ROOT / "Dockerfile").read_text()
+    assert spec.image_name().startswith("localhost:30000/flytekitplugins-horovod:")
+
+
+def test_a_gpu_spec_builds_nccl_operations_on_a_cuda_devel_image_and_keras_2_stays_without_tf_keras():
+    spec = horovod_image_spec(gpu=True, tensorflow="2.15.1", torch=None, python_version="3.11")
+    assert re.fullmatch(r"nvidia/cuda:[\d.]+-cudnn-devel-ubuntu22\.04", spec.base_image)
+    assert "tensorflow==2.15.1" in spec.packages and not any(p.startswith("tf-keras") for p in spec.packages)
+    assert spec.env is None  # TF 2.15's tf.keras is Keras 2 already
+    assert spec.commands[0].endswith("--frameworks tensorflow --controllers gloo mpi --operations nccl")
+    with pytest.raises(ValueError, match="give at least one of tensorflow=, torch= or mxnet="):
+        horovod_image_spec(tensorflow=None, torch=None)
+
+
+def test_flytekit_s_builder_writes_a_dockerfile_that_builds_horovod_after_the_packages(tmp_path):
+    create_docker_context(horovod_image_spec(), tmp_path)
+    dockerfile = (tmp_path / "Dockerfile").read_text()
+    requirements = (tmp_path / "requirements_uv.txt").read_text().split()
+    assert "tf-keras~=2.21.0" in requirements and "flytekitplugins-horovod==0.2.0" in requirements
+    packages_at = dockerfile.index("--requirement requirements_uv.txt")
+    build_at = dockerfile.index("python -m flytekitplugins.horovod.build")
+    assert packages_at < build_at  # Horovod is built against the frameworks already installed
+    assert re.search(r"apt-get install .*openmpi-bin", dockerfile, re.S) and "TF_USE_LEGACY_KERAS=1" in dockerfile
+
+
+@pytest.mark.slow
+def test_the_spec_s_build_steps_run_in_a_fresh_virtual_environment(tmp_path):
+    """The spec of this project's own stack, its packages installed into a fresh environment and its command run there:
+    the plugin's build command finds the wheel scripts/setup.sh built for the same frameworks (the cache below) and
+    reports both frameworks running."""
+    tf, torch = (subprocess.run([sys.executable, "-m", "pip", "show", name], capture_output=True, text=True).stdout
+                 for name in ("tensorflow-cpu", "torch"))
+    version = lambda shown: re.search(r"^Version: ([\d.]+)", shown, re.M).group(1)  # noqa: E731
+    spec = horovod_image_spec(python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
+                              tensorflow=version(tf), torch=version(torch), plugin=str(PLUGIN))
+    venv = tmp_path / "venv"
+    subprocess.run([f"python{spec.python_version}", "-m", "venv", str(venv)], check=True)
+    # the project's pins keep pip from resolving other versions than the cached wheel was built against
+    installed = run_command([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                             "--cache-dir", str(ROOT / ".cache" / "pip"), "-c", str(ROOT / "constraints.txt"),
+                             *spec.packages], timeout=900)
+    assert installed.returncode == 0, installed.output[-3000:]
+    env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "FLYTE_HOROVOD_BUILD_CACHE": str(ROOT / ".cache" / "horovod")}  # setup.sh's wheel: no 5-minute compile
+    for command in spec.commands:
+        ran = run_command(["bash", "-c", command], env=env, timeout=900)
+        assert ran.returncode == 0, ran.output[-3000:]
+    assert "cached wheel for this build" in ran.output
+    assert re.search(r"frameworks: TensorFlow PyTorch; controllers: MPI Gloo; operations: CPU", ran.output), ran.output
