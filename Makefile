@@ -2,7 +2,7 @@
 # Every target sets up first; the set-up takes seconds when nothing changed.
 PYTEST_ARGS ?=
 
-.PHONY: setup run run-mpi run-torch lint test test-fast test-multihost bench reliability
+.PHONY: setup run run-mpi run-torch lint test test-fast test-multihost bench reliability matrix
 setup:
 	bash scripts/setup.sh
 
@@ -37,3 +37,9 @@ bench: setup
 # Every fault and bad input run for real; rewrites docs/reliability.md (about 15 minutes on 2 idle cores; root).
 reliability: setup
 	.venv/bin/python scripts/reliability.py
+
+# Every supported stack (docs/stack.md): each leg built into its environment (.matrix/<leg>/venv; the default leg is
+# .venv), the smoke tests run there, the table written into docs/stack.md. LEGS=newest for one leg.
+LEGS ?=
+matrix:
+	python3 scripts/matrix.py $(LEGS)

@@ -5,6 +5,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 FLOWS = "tests/plugin/flows/mpi_flows.py"
 
 
@@ -14,6 +16,7 @@ def _world(output: str):
     return float(match.group(1)), int(match.group(2)), match.group(3)
 
 
+@pytest.mark.smoke
 def test_two_worker_replicas_allreduce(pyflyte_run):
     # every rank's lines on the console (FLYTE_HOROVOD_VERBOSE=1), so this shows rank 1 ran and its lines are prefixed
     ran = pyflyte_run(FLOWS, "two_workers_wf", env={"FLYTE_HOROVOD_VERBOSE": "1"})

@@ -29,6 +29,7 @@ def _assert_ranks_trained_together(ranks: list) -> None:
     assert ranks[0]["trained"] == ranks[1]["trained"] != ranks[0]["initial"]  # averaged gradients, different data
 
 
+@pytest.mark.smoke
 def test_spark_run_and_horovod_runner_run_pytorch_ranks(pyflyte_run):
     ran = pyflyte_run(FLOWS, "torch_ranks_wf", timeout=300)
     assert ran.returncode == 0, ran.output[-3000:]

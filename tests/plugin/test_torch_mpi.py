@@ -17,6 +17,7 @@ def _step(output: str):
     return float(match[1]), int(match[2]), match[3] == "True", match[4] == "True"
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("workflow", ["torch_gloo_wf", "torch_mpirun_wf"])
 def test_two_pytorch_ranks_allreduce_and_take_a_distributed_optimizer_step(pyflyte_run, workflow):
     ran = pyflyte_run(FLOWS, workflow, env={"FLYTE_HOROVOD_VERBOSE": "1"})

@@ -4,6 +4,7 @@ On synthetic data the generator knows the true test sales, so these runs check w
 RMSPE on the test period against the perfect model's on the same rows, and that the backtest predicted it.
 """
 
+import importlib.metadata
 import json
 import re
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from packaging.version import Version
 
 from rossmann import synthetic
 
@@ -68,6 +70,7 @@ def _check_forecast(ran, epochs: int, data_dir: Path, route: str, bound: float):
     return metrics
 
 
+@pytest.mark.smoke
 @pytest.mark.slow
 def test_default_wf_forecasts_the_test_period_close_to_the_perfect_model(pyflyte_run, own_tmpdir, tmp_path):
     from workflows.rossmann import Hyperparameters
@@ -79,7 +82,10 @@ def test_default_wf_forecasts_the_test_period_close_to_the_perfect_model(pyflyte
     # the issue's bound for the default run (measured 1.05x test, 1.05x backtest)
     metrics = _check_forecast(ran, Hyperparameters().epochs, tmp_path, "spark-estimator", bound=1.10)
     printed = ran.output.strip().splitlines()
-    assert len(printed) <= 60, f"the default run printed {len(printed)} lines:\n{ran.output}"
+    # TensorFlow >= 2.16 prints about 5 C++ lines per process at import, before absl is initialised, which neither
+    # TF_CPP_MIN_LOG_LEVEL nor any other variable silences (docs/stack.md, the newest leg), and Spark 4 three more
+    most = 60 if Version(importlib.metadata.version("tensorflow-cpu")) < Version("2.16") else 75
+    assert len(printed) <= most, f"the default run printed {len(printed)} lines:\n{ran.output}"
     assert metrics["test_perfect_rmspe"] == pytest.approx(report.test_noise_floor_rmspe)
     assert metrics["backtest_perfect_rmspe"] == pytest.approx(report.backtest_noise_floor_rmspe)
 
@@ -96,6 +102,7 @@ def test_wf_mpi_forecasts_data_of_another_shape(pyflyte_run, tmp_path):
     assert metrics["ranks"] == 2  # a world of two ranks trained (every gradient allreduced with rank 1)
 
 
+@pytest.mark.smoke
 @pytest.mark.slow
 def test_wf_torch_forecasts_the_default_data_as_well_with_the_same_outputs(pyflyte_run, tmp_path):
     from workflows.rossmann import Hyperparameters
