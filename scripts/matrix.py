@@ -178,7 +178,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             failed |= any(outcome == "failed" for outcome in result["smoke"].values()) or not result["smoke"]
         failed |= not result["built"]
         result["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        results[name] = result
+        # re-read first: another leg may have been run meanwhile (make matrix LEGS=a and LEGS=b side by side)
+        results = {**(json.loads(RESULTS.read_text()) if RESULTS.exists() else {}), name: result}
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=1))
     if not args.no_table:

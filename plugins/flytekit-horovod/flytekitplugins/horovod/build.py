@@ -176,7 +176,7 @@ def patched_source(archive: Path, workdir: Path) -> Path:
 def compile_wheel(build: BuildPlan, source: Path, out: Path, log: Path) -> None:
     """``pip wheel --no-build-isolation`` (so the build sees this environment's frameworks), its output in ``log``, a
     progress line every minute, and the log's tail in the error when it fails."""
-    env = {**os.environ, **build.env, "MAKEFLAGS": f"-j{os.cpu_count() or 1}", "SETUPTOOLS_USE_DISTUTILS": "stdlib"}
+    env = {**os.environ, **build.env, "MAKEFLAGS": f"-j{os.cpu_count() or 1}"}
     command = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir",
                "-w", str(out), str(source)]
     started, finished = time.monotonic(), threading.Event()
