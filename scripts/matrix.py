@@ -44,6 +44,10 @@ class Leg:
         return ROOT / ".venv" if self.name == "default" else ROOT / ".matrix" / self.name / "venv"
 
     @property
+    def bin_python(self) -> str:
+        return str(self.venv / "bin" / "python")
+
+    @property
     def requirements(self) -> Optional[Path]:
         return None if self.name == "default" else ROOT / "matrix" / f"{self.name}.txt"
 
@@ -85,14 +89,13 @@ def build(leg: Leg, log: Path) -> Dict[str, object]:
     if leg.name == "default":
         code = run(["bash", str(ROOT / "scripts" / "setup.sh")], log, cwd=ROOT)
     else:
-        python = leg.venv / "bin" / "python"
-        if not python.exists():
-            leg.venv.parent.mkdir(parents=True, exist_ok=True)
-            code = run([interpreter(leg.python), "-m", "venv", str(leg.venv)], log)
-        pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q", "install"]
-        code = (run(pip + ["-r", str(leg.requirements)], log)
+        leg.venv.parent.mkdir(parents=True, exist_ok=True)
+        pip = [leg.bin_python, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+        code = 0 if Path(leg.bin_python).exists() else run([interpreter(leg.python), "-m", "venv", str(leg.venv)], log)
+        code = (code
+                or run(pip + ["-r", str(leg.requirements)], log)
                 or run(pip + ["--no-deps", "-e", str(ROOT / "plugins" / "flytekit-horovod"), "-e", str(ROOT)], log)
-                or run([str(python), "-m", "flytekitplugins.horovod.build", "--frameworks", *leg.frameworks,
+                or run([leg.bin_python, "-m", "flytekitplugins.horovod.build", "--frameworks", *leg.frameworks,
                         "--cache-dir", str(ROOT / ".cache" / "horovod")], log))
     text = log.read_text(errors="replace")
     reported = re.findall(r"^horovod \S+ for Python .*$", text, re.M)
@@ -109,7 +112,7 @@ def _size(path: Path) -> int:
 def smoke(leg: Leg, log: Path) -> Dict[str, str]:
     """The tests marked ``smoke``, run by the leg's Python: each test's outcome by its id."""
     junit = log.with_suffix(".xml")
-    run([str(leg.venv / "bin" / "python"), "-m", "pytest", "-m", "smoke", "-p", "no:cacheprovider",
+    run([leg.bin_python, "-m", "pytest", "-m", "smoke", "-p", "no:cacheprovider",
          f"--junitxml={junit}", *leg.smoke_paths], log, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     outcomes = {}
     if junit.exists():
@@ -122,13 +125,12 @@ def smoke(leg: Leg, log: Path) -> Dict[str, str]:
 
 
 def versions(leg: Leg) -> str:
+    """Python's and the main packages' versions in the leg's environment, as one line."""
     names = ["tensorflow-cpu", "tf-keras", "torch", "mxnet", "pyspark", "pyarrow", "numpy", "flytekit"]
-    code = ("import importlib.metadata as m\nfor n in %r:\n    try: print(n, m.version(n))\n    except Exception: pass"
-            % names)
-    done = subprocess.run([str(leg.venv / "bin" / "python"), "-c", code], capture_output=True, text=True)
-    python = subprocess.run([str(leg.venv / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
-                            capture_output=True, text=True).stdout.strip()
-    return ", ".join([f"Python {python}"] + [line for line in done.stdout.split("\n") if line])
+    code = ("import importlib.metadata as m, platform\nprint('Python', platform.python_version())\nfor n in %r:\n"
+            "    try: print(n, m.version(n))\n    except Exception: pass" % names)
+    done = subprocess.run([leg.bin_python, "-c", code], capture_output=True, text=True)
+    return ", ".join(line for line in done.stdout.split("\n") if line)
 
 
 def table(results: Dict[str, Dict[str, object]]) -> str:
@@ -161,7 +163,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     unknown = [name for name in args.legs if name not in LEGS]
     if unknown:
         parser.error(f"unknown leg {', '.join(unknown)}; the legs are: {', '.join(LEGS)}")
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     failed = False
     for name in args.legs or list(LEGS):
         leg = LEGS[name]

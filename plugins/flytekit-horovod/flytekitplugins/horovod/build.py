@@ -77,7 +77,7 @@ def distribution_of(package: str) -> Optional[str]:
     if importlib.util.find_spec(package) is None:
         return None
     dists = importlib.metadata.packages_distributions().get(package, [])
-    # tensorflow-cpu and tensorflow both provide ``tensorflow``; prefer the one whose metadata says so first.
+    # tensorflow-cpu and tensorflow can both provide ``tensorflow`` (tf-keras pulls in the latter): the first listed
     for name in dists:
         try:
             return f"{name}=={importlib.metadata.version(name)}"

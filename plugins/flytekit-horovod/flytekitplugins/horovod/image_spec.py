@@ -11,6 +11,8 @@ from typing import Dict, List, Optional, Sequence
 
 from flytekit import ImageSpec
 
+from .executor.frameworks import LEGACY_KERAS_ENV
+
 # Debian's packages every Horovod pod needs: Java for Spark, OpenMPI (mpirun; mpicc so Horovod builds its MPI
 # controller), ssh for launchers that reach workers over SSH, and Horovod's build tools (cmake, g++, patch).
 APT_PACKAGES = ["openjdk-17-jre-headless", "openmpi-bin", "libopenmpi-dev", "openssh-client", "openssh-server",
@@ -76,7 +78,7 @@ def horovod_image_spec(
     if not frameworks:
         raise ValueError("horovod_image_spec: give at least one of tensorflow=, torch= or mxnet= (a version): Horovod "
                          "is built against the frameworks in the image")
-    image_env = {"TF_USE_LEGACY_KERAS": "1"} if tensorflow and _keras3(tensorflow) else {}
+    image_env = {LEGACY_KERAS_ENV: "1"} if tensorflow and _keras3(tensorflow) else {}
     image_env.update(env or {})
     return ImageSpec(
         name=name,
