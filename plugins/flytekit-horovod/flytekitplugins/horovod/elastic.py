@@ -8,6 +8,7 @@ from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
+from .constructs import refuse_dynamic
 from .executor.flyte_context import FlyteRankContext
 from .executor.rank import launched_rank
 from .executor.settings import Horovod, HorovodConfigError
@@ -76,6 +77,7 @@ class HorovodElasticFunctionTask(kfmpi.HorovodFunctionTask):
 
     def __init__(self, task_config: HorovodJob, task_function: Callable, **kwargs):
         super().__init__(task_config=task_config, task_function=task_function, **kwargs)
+        refuse_dynamic(self)
 
     def get_command(self, settings: SerializationSettings) -> List[str]:
         return cluster_command(self.task_config, super().get_command(settings))

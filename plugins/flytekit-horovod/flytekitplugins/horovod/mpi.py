@@ -16,6 +16,7 @@ from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
+from .constructs import refuse_dynamic
 from .errors import LauncherStopped, RankLostError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
@@ -80,6 +81,7 @@ class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
     def __init__(self, task_config: MPIJob, task_function: Callable, **kwargs):
         task_config.num_ranks  # validate before anything is registered
         super().__init__(task_config=task_config, task_function=task_function, **kwargs)
+        refuse_dynamic(self)
 
     def get_command(self, settings: SerializationSettings) -> List[str]:
         """The launcher's command: ``cluster_launcher`` around ``mpirun`` (controller mpi) or ``horovodrun`` (gloo)

@@ -10,13 +10,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from flytekit import FlyteContextManager
+from flytekit import FlyteContextManager, current_context
 from flytekit.configuration import SerializationSettings
 from flytekit.core.context_manager import ExecutionParameters
 from flytekit.extend import ExecutionState, TaskPlugins
 from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
+from .constructs import refuse_dynamic, refuse_spark_map, spark_map_refused
 from .disk_full import disk_full_error
 from .errors import lost_in_horovod_launcher
 from .executor import _shims
@@ -225,6 +226,13 @@ def _importable_in_workers(spark, python_path: str) -> None:
 class HorovodSparkFunctionTask(PysparkFunctionTask):
     """A Spark task (type ``spark``) whose body runs on the driver with Horovod helpers at hand."""
 
+    def __init__(self, task_config: HorovodSpark, task_function: Callable, **kwargs):
+        super().__init__(task_config=task_config, task_function=task_function, **kwargs)
+        refuse_dynamic(self)
+
+    def get_command(self, settings: SerializationSettings) -> List[str]:
+        return refuse_spark_map(self, super().get_command(settings))
+
     def get_custom(self, settings: SerializationSettings) -> Dict[str, Any]:
         custom = super().get_custom(settings)
         custom["sparkConf"] = horovod_spark_conf(self.task_config.spark_conf, self.task_config.num_proc)
@@ -234,6 +242,8 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
         """The body (a rank that Horovod's launcher saw killed becomes a ``RankLostError``); then the ranks' logs
         closed, kept with the task (its raw output on a cluster) and shown in the "Horovod" Deck with the timeline
         and autotune log."""
+        if not current_context().has_attr(CONTEXT_ATTR):  # pre_execute did not run: a map_task element
+            raise HorovodConfigError(spark_map_refused(self))
         try:
             return super().execute(**kwargs)
         except Exception as exc:  # a full disk or a rank killed under the Estimator's backend: Flyte retries

@@ -1,0 +1,85 @@
+"""``map_task`` over Horovod tasks, as flytepropeller v1.16.8 runs an ArrayNode (``tests/cluster/propeller.py``,
+flyteorg/flyte 51877f89, ``flytepropeller/pkg/controller/nodes/array/``).
+
+Each element of a ``map_task`` over an ``MPIJob`` task is its own node of the ``mpi`` plugin (``handler.go``
+``buildArrayNodeContext`` mocks the k8s plugin state, "works for all k8s plugins"), so its own MPIJob, whose launcher
+and worker pods carry ``FLYTE_K8S_ARRAY_INDEX``; ``{{.input}}`` is the ArrayNode's inputs file, lists and all. The
+registered launcher command is run here for one element with that environment: every rank must read that element,
+and rank 0 writes its output. A ``map_task`` over a ``HorovodSpark`` task cannot run and is refused.
+"""
+
+import json
+import sys
+import typing
+from collections import OrderedDict
+
+import pytest
+from flytekit import dynamic, map_task, task, workflow
+from flytekit.configuration import ImageConfig, SerializationSettings
+from flytekit.tools.translator import get_serializable
+
+from flytekitplugins.horovod import HorovodConfigError, HorovodJob, HorovodSpark, MPIJob, Worker
+from tests.cluster import map_flow
+from tests.cluster.backend import Attempt, mpi_launcher, value
+from tests.cluster.contract import launcher_args
+from tests.cluster.propeller import array_element_env, array_element_input, mpi_job
+
+SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v",
+                                 python_interpreter=sys.executable)  # entrypoint paths that exist here
+
+
+def _registered(workflow_entity):
+    """The workflow's nodes and task templates as ``pyflyte package`` writes them (flytekit's translator)."""
+    entities = OrderedDict()
+    spec = get_serializable(entities, SETTINGS, workflow_entity)
+    templates = [v.template.to_flyte_idl() for v in entities.values() if type(v).__name__ == "TaskSpec"]
+    return spec.template.to_flyte_idl(), templates
+
+
+def test_each_map_task_element_is_an_mpijob_whose_ranks_all_read_that_element(tmp_path):
+    workflow_template, (template,) = _registered(map_flow.map_wf)
+    (node,) = workflow_template.nodes
+    assert node.HasField("array_node") and node.array_node.node.task_node.reference_id.name == template.id.name
+    assert (template.type, template.task_type_version) == ("mpi", 1)  # the mpi plugin builds each element's MPIJob
+    job = mpi_job(template)
+    assert (job.worker_replicas, job.slots_per_worker, job.launcher_args) == (1, 1, None)
+    command = launcher_args(template.id.name, list(template.container.args), slots=2)
+    assert command[0] == "horovodrun" and "pyflyte-map-execute" in command
+
+    xs, index = [1.0, 10.0, 100.0], 1
+    attempt, markers = Attempt(tmp_path / "attempt"), tmp_path / "markers"
+    attempt.write_inputs(template, {"x": xs})  # the ArrayNode's inputs file: {{.input}} of every element
+    ran = mpi_launcher(template, attempt, tmp_path,
+                       extra_env={**array_element_env(index), "MAP_FLOW_MARKERS": str(markers)})
+    assert ran.returncode == 0 and attempt.error_files() == [], ran.output[-4000:]
+    seen = {p.stem: json.loads(p.read_text()) for p in markers.glob("rank-*.json")}
+    element = array_element_input({"x": xs}, index)["x"]
+    assert seen == {f"rank-{r}": {"x": element, "index": str(index)} for r in (0, 1)}, ran.output[-4000:]
+    # the element's output (arrayTaskReader: the element type, not the list), written by rank 0 only
+    assert {k: value(v) for k, v in attempt.outputs().items()} == {"o0": element * (1 + 2)}
+
+
+def test_map_task_over_a_horovod_spark_task_is_refused_when_serialized_and_when_run():
+    @task(task_config=HorovodSpark(num_proc=2))
+    def spark_element(x: float) -> float:
+        return x
+
+    @workflow
+    def spark_map(xs: typing.List[float]) -> typing.List[float]:
+        return map_task(spark_element)(x=xs)
+
+    refused = r"map_task over .*spark_element \(a HorovodSpark task\) cannot run: .* without the task's pre_execute"
+    with pytest.raises(HorovodConfigError, match=refused):
+        _registered(spark_map)
+    with pytest.raises(HorovodConfigError, match=refused):
+        map_task(spark_element)(x=[1.0])  # a local run fails before any Spark session or rank starts
+
+
+@pytest.mark.parametrize("config", [MPIJob(worker=Worker(replicas=2)), HorovodJob(worker=Worker(replicas=2)),
+                                    HorovodSpark(num_proc=2)], ids=["MPIJob", "HorovodJob", "HorovodSpark"])
+def test_dynamic_with_a_horovod_config_is_refused_when_declared(config):
+    def body(x: int) -> int:
+        return x
+
+    with pytest.raises(HorovodConfigError, match=r"@dynamic .* not supported: .* call it from a plain @dynamic"):
+        dynamic(task_config=config)(body)
