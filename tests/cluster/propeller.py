@@ -11,6 +11,8 @@ flyteorg/flyte v1.16.8, commit 51877f899c9f95e0cb5efe90444eb0c6c6ea48a9:
   args) and ``ParseRunPolicy`` (zero values are left unset; the clean pod policy is always set);
 - ``flyteplugins/go/tasks/plugins/k8s/spark/spark.go``, ``BuildResource``: the ``SparkApplicationSpec`` of a ``spark``
   task (``getSparkConfig``, ``createSparkApplication``, driver/executor sizes from the Spark conf);
+- ``flyteplugins/go/tasks/pluginmachinery/flytek8s/pod_helper.go``, ``BuildRawPod``: the primary container of every
+  pod a k8s plugin builds (a ``container`` target, or a ``k8s_pod`` target: ``@task(pod_template=...)``);
 - ``flytepropeller/pkg/controller/nodes/array/`` (``handler.go`` ``buildArrayNodeContext``, ``execution_context.go``,
   ``node_execution_context.go``): how an ArrayNode (flytekit's ``map_task``) runs each element: as its own node of
   the sub-task's plugin (for task type ``mpi``: its own MPIJob), with the element's index in the environment.
@@ -154,6 +156,23 @@ def spark_application(template: tasks_pb2.TaskTemplate, default_conf: Optional[D
         hadoop_conf=dict(job.hadoopConf), batch_scheduler=conf.get("spark.batchScheduler"),
         driver_cores=_int(conf, "spark.driver.cores"), executor_cores=_int(conf, "spark.executor.cores"),
         executor_instances=_int(conf, "spark.executor.instances"))
+
+
+# ---------------------------------------------------------------- pod_helper.go
+PRIMARY_CONTAINER_KEY = "primary_container_name"
+
+
+def primary_container(template: tasks_pb2.TaskTemplate) -> Dict[str, Any]:
+    """``BuildRawPod``: the primary container (``image``, ``args``, ...) of the pods built for ``template``."""
+    if template.HasField("container"):
+        return json_format.MessageToDict(template.container)
+    if not template.HasField("k8s_pod"):
+        raise BadTaskSpecification("invalid TaskSpecification, unable to determine Pod configuration")
+    if PRIMARY_CONTAINER_KEY not in template.config:
+        raise BadTaskSpecification(f"invalid TaskSpecification, config missing [{PRIMARY_CONTAINER_KEY}] key")
+    containers = json_format.MessageToDict(template.k8s_pod.pod_spec).get("containers", [])
+    name = template.config[PRIMARY_CONTAINER_KEY]
+    return next(c for c in containers if c.get("name") == name)
 
 
 # ---------------------------------------------------------------- nodes/array (map_task)

@@ -6,26 +6,43 @@ Each element of a ``map_task`` over an ``MPIJob`` task is its own node of the ``
 and worker pods carry ``FLYTE_K8S_ARRAY_INDEX``; ``{{.input}}`` is the ArrayNode's inputs file, lists and all. The
 registered launcher command is run here for one element with that environment: every rank must read that element,
 and rank 0 writes its output. A ``map_task`` over a ``HorovodSpark`` task cannot run and is refused.
+
+``cache``, ``retries``, ``timeout``, ``pod_template`` and ``ImageSpec`` are read by propeller from the task's metadata
+and its primary container whatever the plugin (``nodes/task/cache.go`` ``IsCacheable``; ``compiler/transformers/k8s/
+node.go`` ``computeDeadline``; ``nodes/executor.go`` timeouts and ``isEligibleForRetry``; ``flytek8s/pod_helper.go``
+``BuildRawPod``): each must reach the template of both task types without changing the command the pods run.
 """
 
+import datetime
 import json
 import sys
 import typing
 from collections import OrderedDict
 
 import pytest
-from flytekit import dynamic, map_task, task, workflow
+from flytekit import ImageSpec, PodTemplate, dynamic, map_task, task, workflow
 from flytekit.configuration import ImageConfig, SerializationSettings
 from flytekit.tools.translator import get_serializable
 
 from flytekitplugins.horovod import HorovodConfigError, HorovodJob, HorovodSpark, MPIJob, Worker
 from tests.cluster import map_flow
-from tests.cluster.backend import Attempt, mpi_launcher, value
+from tests.cluster.backend import Attempt, custom, mpi_launcher, value
 from tests.cluster.contract import launcher_args
-from tests.cluster.propeller import array_element_env, array_element_input, mpi_job
+from tests.cluster.propeller import array_element_env, array_element_input, mpi_job, primary_container
 
 SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v",
                                  python_interpreter=sys.executable)  # entrypoint paths that exist here
+
+
+CONFIGS = {"MPIJob": MPIJob(worker=Worker(replicas=2), slots=2), "HorovodJob": HorovodJob(worker=Worker(replicas=2)),
+           "HorovodSpark": HorovodSpark(num_proc=2)}
+
+
+def _template(config, **task_args):
+    def body(x: int) -> int:
+        return x
+
+    return get_serializable(OrderedDict(), SETTINGS, task(task_config=config, **task_args)(body)).template.to_flyte_idl()
 
 
 def _registered(workflow_entity):
@@ -83,3 +100,40 @@ def test_dynamic_with_a_horovod_config_is_refused_when_declared(config):
 
     with pytest.raises(HorovodConfigError, match=r"@dynamic .* not supported: .* call it from a plain @dynamic"):
         dynamic(task_config=config)(body)
+
+
+@pytest.mark.parametrize("kind", list(CONFIGS))
+def test_cache_retries_timeout_and_image_spec_reach_propeller_with_the_same_command(kind):
+    plain = _template(CONFIGS[kind])
+    image = ImageSpec(name="my-horovod-task", registry="ghcr.io/me", packages=["my-package==1.0"])
+    template = _template(CONFIGS[kind], cache=True, cache_version="1", retries=3,
+                         timeout=datetime.timedelta(minutes=30), container_image=image)
+    meta = template.metadata
+    assert (meta.discoverable, meta.discovery_version, meta.retries.retries, meta.timeout.seconds) == (True, "1", 3, 1800)
+    assert template.type == plain.type
+    if template.type == "mpi":
+        assert template.custom == plain.custom
+    else:  # flytekitplugins-spark points an ImageSpec's Spark job at flytekit's Spark image's paths
+        assert (custom(template)["executorPath"], custom(template)["mainApplicationFile"]) == (
+            "/usr/bin/python3", "local:///usr/local/bin/entrypoint.py")
+    primary = primary_container(template)
+    assert primary["args"] == list(plain.container.args), kind  # the launcher / driver command is unchanged
+    assert primary["image"].startswith("ghcr.io/me/my-horovod-task:")  # the spec's (Spark: on flytekit's Spark base)
+
+
+def test_an_image_spec_for_a_horovod_spark_task_keeps_the_paths_the_config_names():
+    paths = {"executor_path": "/opt/venv/bin/python3", "applications_path": "local:///opt/venv/bin/entrypoint.py"}
+    template = _template(HorovodSpark(num_proc=2, **paths),
+                         container_image=ImageSpec(name="mine", registry="ghcr.io/me", base_image="ghcr.io/me/base:1"))
+    assert (custom(template)["executorPath"], custom(template)["mainApplicationFile"]) == tuple(paths.values())
+
+
+@pytest.mark.parametrize("kind", list(CONFIGS))
+def test_a_pod_template_keeps_the_command_in_the_primary_container(kind):
+    pytest.importorskip("kubernetes", reason="flytekit's PodTemplate needs the kubernetes package")
+    plain = _template(CONFIGS[kind])
+    template = _template(CONFIGS[kind], pod_template=PodTemplate(primary_container_name="main", labels={"team": "ml"}))
+    assert template.HasField("k8s_pod") and template.k8s_pod.metadata.labels["team"] == "ml"
+    assert primary_container(template)["args"] == list(plain.container.args), kind
+    if template.type == "mpi":
+        assert mpi_job(template).launcher_args is None  # the launcher runs the task's command, as without it
