@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
 
@@ -34,10 +35,30 @@ logger = logging.getLogger("flytekitplugins.horovod")
 HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
 
 
+# kfmpi's deprecated fields ([DEPRECATED] in flytekitplugins-kfmpi 1.16's docstrings) and what replaces each
+DEPRECATED_FIELDS = {"num_workers": "worker=Worker(replicas={})", "num_launcher_replicas": "launcher=Launcher(replicas={})"}
+_warned: set = set()
+
+
+def warn_deprecated_fields(config: Any) -> None:
+    """A ``FutureWarning`` (shown to users by default) the first time this process sees each deprecated kfmpi field
+    set; never in a rank (every rank imports the task's module again: the launching process has warned)."""
+    if launched_rank() is not None:
+        return
+    for name, replacement in DEPRECATED_FIELDS.items():
+        value = getattr(config, name)
+        if value is not None and name not in _warned:
+            _warned.add(name)
+            warnings.warn(f"{type(config).__name__}({name}={value}) is deprecated, as in flytekitplugins-kfmpi: use "
+                          f"{replacement.format(value)} (the same pods, serialized the same way)", FutureWarning,
+                          stacklevel=5)  # the declaration: here, fill_job_defaults, __post_init__, the dataclass __init__
+
+
 def fill_job_defaults(config: Any, counts: Dict[str, Any]) -> None:
     """Fill in and check what kfmpi's configs leave to the user: ``launcher.replicas`` is set to 1 where unset (kfmpi
     requires it set); ``HorovodConfigError`` unless the settings are a ``Horovod`` and every replica or slot count
-    (and each of ``counts``) is None (unset) or a whole number >= 1."""
+    (and each of ``counts``) is None (unset) or a whole number >= 1. Deprecated kfmpi fields warn once."""
+    warn_deprecated_fields(config)
     if config.launcher.replicas is None and config.num_launcher_replicas is None:
         config.launcher.replicas = 1
     if not isinstance(config.horovod, Horovod):
