@@ -20,6 +20,7 @@ from flytekitplugins.spark.task import PysparkFunctionTask
 from .constructs import refuse_dynamic, refuse_spark_map, spark_map_refused
 from .disk_full import disk_full_error
 from .errors import lost_in_horovod_launcher
+from .estimator_checks import check_columns  # noqa: F401  (importing it checks every Estimator's columns first)
 from .executor import _shims
 from .executor.classify import rank_of
 from .executor.rank import import_path
