@@ -8,9 +8,13 @@ import subprocess
 import sys
 
 import pytest
+from flytekit import task
+from flytekit.configuration import DEFAULT_RUNTIME_PYTHON_INTERPRETER, ImageConfig, SerializationSettings
 from flytekit.image_spec.default_builder import create_docker_context
+from flytekit.tools.translator import get_serializable
+from google.protobuf.json_format import MessageToDict
 
-from flytekitplugins.horovod import horovod_image_spec
+from flytekitplugins.horovod import HorovodSpark, MPIJob, Worker, horovod_image_spec
 from tests.support import ROOT, run_command
 
 PLUGIN = ROOT / "plugins" / "flytekit-horovod"
@@ -50,6 +54,30 @@ def test_flytekit_s_builder_writes_a_dockerfile_that_builds_horovod_after_the_pa
     build_at = dockerfile.index("python -m flytekitplugins.horovod.build")
     assert packages_at < build_at  # Horovod is built against the frameworks already installed
     assert re.search(r"apt-get install .*openmpi-bin", dockerfile, re.S) and "TF_USE_LEGACY_KERAS=1" in dockerfile
+
+
+def _serialized(config, interpreter: str):
+    def body(x: int) -> int:
+        return x
+
+    settings = SerializationSettings(image_config=ImageConfig.auto_default_image(), python_interpreter=interpreter)
+    return get_serializable({}, settings, task(task_config=config)(body)).template.to_flyte_idl()
+
+
+def test_the_commands_follow_the_python_interpreter_and_the_spec_s_python_is_the_one_to_name(tmp_path):
+    """``pyflyte package --python-interpreter P`` (``pyflyte register``: always ``/opt/venv/bin/python3``) writes P's
+    folder into the MPI launcher command (``python <folder>/entrypoint.py``) and P into the Spark job; the spec's
+    image has its Python where flytekit's builder puts it, which is what to pass (``docs/deploy.md``)."""
+    create_docker_context(horovod_image_spec(), tmp_path)
+    runtime_bin = re.search(r'^ENV PATH="([^:"]+):', (tmp_path / "Dockerfile").read_text(), re.M).group(1)
+    assert runtime_bin == "/opt/micromamba/envs/runtime/bin"  # what deploy.md tells users to pass
+    for interpreter in (DEFAULT_RUNTIME_PYTHON_INTERPRETER, f"{runtime_bin}/python"):
+        folder = os.path.dirname(interpreter)
+        args = list(_serialized(MPIJob(worker=Worker(replicas=2)), interpreter).container.args)
+        at = args.index("pyflyte-execute")
+        assert args[at - 2:at] == ["python", f"{folder}/entrypoint.py"], args
+        spark = MessageToDict(_serialized(HorovodSpark(num_proc=2), interpreter).custom)
+        assert (spark["executorPath"], spark["mainApplicationFile"]) == (interpreter, f"local://{folder}/entrypoint.py")
 
 
 @pytest.mark.slow
