@@ -7,7 +7,7 @@ import typing
 
 from flytekit import map_task, task, workflow
 
-from flytekitplugins.horovod import Horovod, MPIJob, Worker
+from flytekitplugins.horovod import Horovod, HorovodJob, MPIJob, Worker
 
 
 @task(task_config=MPIJob(worker=Worker(replicas=1), slots=2, horovod=Horovod(framework="pytorch")))
@@ -27,3 +27,14 @@ def scaled_sum(x: float) -> float:
 @workflow
 def map_wf(xs: typing.List[float]) -> typing.List[float]:
     return map_task(scaled_sum)(x=xs)
+
+
+@task(task_config=HorovodJob(worker=Worker(replicas=2), min_workers=1, horovod=Horovod(framework="pytorch")))
+def elastic_sum(x: float) -> float:
+    """Elastic: serialized only (each element kfmpi's elastic horovodrun around ``pyflyte-map-execute``)."""
+    return x
+
+
+@workflow
+def elastic_map_wf(xs: typing.List[float]) -> typing.List[float]:
+    return map_task(elastic_sum)(x=xs)

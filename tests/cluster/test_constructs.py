@@ -76,6 +76,14 @@ def test_each_map_task_element_is_an_mpijob_whose_ranks_all_read_that_element(tm
     assert {k: value(v) for k, v in attempt.outputs().items()} == {"o0": element * (1 + 2)}
 
 
+def test_each_element_of_a_map_task_over_a_horovod_job_is_an_elastic_mpijob_running_the_map_entrypoint():
+    _, (template,) = _registered(map_flow.elastic_map_wf)
+    assert (template.type, mpi_job(template).worker_replicas) == ("mpi", 2)
+    command = launcher_args(template.id.name, list(template.container.args), slots=1)
+    assert command[0] == "horovodrun" and "--host-discovery-script" in command
+    assert command.index("pyflyte-map-execute") > command.index("--host-discovery-script")
+
+
 def test_map_task_over_a_horovod_spark_task_is_refused_when_serialized_and_when_run():
     @task(task_config=HorovodSpark(num_proc=2))
     def spark_element(x: float) -> float:
