@@ -23,7 +23,7 @@ the proto does not know is dropped without a word; ``unknown_fields`` lists them
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Collection, Dict, List, Optional, Set
 
 from flyteidl.core import tasks_pb2
 from flyteidl.plugins import mpi_pb2 as mpi_v0
@@ -189,7 +189,7 @@ def array_element_env(index: int) -> Dict[str, str]:
     return {"BATCH_JOB_ARRAY_INDEX_VAR_NAME": "FLYTE_K8S_ARRAY_INDEX", "FLYTE_K8S_ARRAY_INDEX": str(index)}
 
 
-def array_element_input(inputs: Dict[str, Any], index: int, bound: Set[str] = frozenset()) -> Dict[str, Any]:
+def array_element_input(inputs: Dict[str, Any], index: int, bound: Collection[str] = ()) -> Dict[str, Any]:
     """``constructLiteralMap`` (``node_execution_context.go``): the element's inputs propeller reads (cache keys).
     Its ``staticInputReader`` keeps the ArrayNode's own input paths, so ``{{.input}}`` in the element's command is the
     ArrayNode's inputs file, lists and all: flytekit picks the element by ``FLYTE_K8S_ARRAY_INDEX``."""

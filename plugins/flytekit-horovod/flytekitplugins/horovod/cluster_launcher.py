@@ -1,5 +1,6 @@
 """The MPI operator's launcher as ``MPIJob`` and ``HorovodJob`` tasks register it:
-``python -m flytekitplugins.horovod.cluster_launcher --slots S -- <mpirun or horovodrun ...> ... pyflyte-execute ...``.
+``python -m flytekitplugins.horovod.cluster_launcher --slots S -- <mpirun or horovodrun ...> ... pyflyte-execute ...``
+(``pyflyte-map-execute`` for an element of a ``map_task``: propeller runs each element as an MPIJob of its own).
 
 It makes two promises true that a real cluster does not keep for a bare ``mpirun``/``horovodrun``:
 

@@ -33,6 +33,7 @@ def refuse_spark_map(task: PythonFunctionTask, command: List[str]) -> List[str]:
 
 
 def spark_map_refused(task: PythonFunctionTask) -> str:
+    """Why ``map_task`` over the HorovodSpark ``task`` cannot run, and what to do instead."""
     return (f"map_task over {task.name} (a HorovodSpark task) cannot run: flytekit's map task (ArrayNodeMapTask) runs "
             "each element's execute() without the task's pre_execute(), which starts the SparkSession and Horovod's "
             "Spark context, so no element could train, locally or on a cluster; loop over the inputs inside one "

@@ -9,7 +9,7 @@ size is unknown), and its error gets the change that fixes it. The per-column si
 
 import functools
 import re
-from typing import Any, Callable, Dict
+from typing import Any, Callable
 
 from horovod.spark.common.estimator import HorovodEstimator
 
@@ -50,7 +50,7 @@ def check_columns(estimator: Any) -> None:
 
 def _checked(fit: Callable) -> Callable:
     @functools.wraps(fit)
-    def checked_fit(self, *args: Any, **kwargs: Dict[str, Any]) -> Any:
+    def checked_fit(self, *args: Any, **kwargs: Any) -> Any:
         check_columns(self)
         return fit(self, *args, **kwargs)
 

@@ -8,7 +8,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Set
 
 from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
@@ -37,7 +37,7 @@ HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
 
 # kfmpi's deprecated fields ([DEPRECATED] in flytekitplugins-kfmpi 1.16's docstrings) and what replaces each
 DEPRECATED_FIELDS = {"num_workers": "worker=Worker(replicas={})", "num_launcher_replicas": "launcher=Launcher(replicas={})"}
-_warned: set = set()
+_warned: Set[str] = set()  # the deprecated fields this process has warned about
 
 
 def warn_deprecated_fields(config: Any) -> None:
