@@ -68,10 +68,10 @@ def _serialized(config, interpreter: str):
 def test_the_commands_follow_the_python_interpreter_and_the_spec_s_python_is_the_one_to_name(tmp_path):
     """``pyflyte package --python-interpreter P`` (``pyflyte register``: always ``/opt/venv/bin/python3``) writes P's
     folder into the MPI launcher command (``python <folder>/entrypoint.py``) and P into the Spark job; the spec's
-    image has its Python where flytekit's builder puts it, which is what to pass (``docs/deploy.md``)."""
+    image has its Python where flytekit's builder puts it, and links the default's paths to it (``docs/deploy.md``)."""
     create_docker_context(horovod_image_spec(), tmp_path)
     runtime_bin = re.search(r'^ENV PATH="([^:"]+):', (tmp_path / "Dockerfile").read_text(), re.M).group(1)
-    assert runtime_bin == "/opt/micromamba/envs/runtime/bin"  # what deploy.md tells users to pass
+    assert runtime_bin == "/opt/micromamba/envs/runtime/bin"  # what deploy.md names
     for interpreter in (DEFAULT_RUNTIME_PYTHON_INTERPRETER, f"{runtime_bin}/python"):
         folder = os.path.dirname(interpreter)
         args = list(_serialized(MPIJob(worker=Worker(replicas=2)), interpreter).container.args)
