@@ -336,7 +336,9 @@ def _closed(conn: socket.socket, wait: float) -> bool:
     conn.settimeout(wait)
     try:
         return conn.recv(64) == b""
-    except OSError:
+    except socket.timeout:
+        return False
+    except OSError:  # reset
         return True
 
 

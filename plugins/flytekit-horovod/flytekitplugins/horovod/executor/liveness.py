@@ -8,8 +8,8 @@ connection, which is not a loss: its launcher reports how it ended.
 Only the job's ranks are heard: rank 0 greets each connection with a random challenge, and a rank's hello (``<rank>
 <host> <HMAC of the challenge, rank and host under the job secret>``) must prove it holds the job's secret
 (``job_secret``); a connection that does not within ``HELLO_TIMEOUT_S`` (or says something else) is dropped, and no
-more than ``MAX_UNPROVEN`` wait at once, so no one else can report a fake rank lost, stop the check or fill its
-table. In a local run rank 0 listens on loopback only (``loopback``).
+more than ``MAX_UNPROVEN`` wait at once (a new one closes the oldest), so no one else can report a fake rank lost,
+stop the check or fill its table. In a local run rank 0 listens on loopback, for this user only (``loopback``).
 
 Rank 0 publishes where it listens in a folder every rank reaches (the job's failure folder, a local path or any
 fsspec URL), so no framework collective runs before the body (that would start TensorFlow's runtime before the body
@@ -32,7 +32,7 @@ from typing import Callable, Dict, List, Optional
 import fsspec
 
 from .job_secret import job_secret, sign, verify
-from .loopback import LOOPBACK, bind_address, local_run
+from .loopback import LOOPBACK, bind_address, from_this_user, local_run
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -41,7 +41,7 @@ ADDRESS_FILE = "liveness-rank-0.json"  # in the shared folder: rank 0's addresse
 HELLO_WAIT_S = 3.0  # how long a rank's body waits for its hello to reach rank 0 (milliseconds when rank 0 is there)
 HELLO_TIMEOUT_S = 10.0  # how long rank 0 waits for a connection's hello before dropping it
 HELLO_MAX = 1024  # the longest hello (bytes)
-MAX_UNPROVEN = 16  # connections without a valid hello yet, at most; more are closed at once
+MAX_UNPROVEN = 16  # connections without a valid hello yet, at most; a new one closes the oldest
 
 
 @dataclass
@@ -141,9 +141,12 @@ class Liveness:
                     if key.fileobj is listener:
                         conn, _ = listener.accept()
                         peer = _Peer(now)
-                        if sum(p.rank is None for p in peers.values()) >= MAX_UNPROVEN or not _send(conn, peer.nonce):
+                        if (local_run() and not from_this_user(conn)) or not _send(conn, peer.nonce):
                             conn.close()
                             continue
+                        unproven = [c for c, p in peers.items() if p.rank is None]
+                        if len(unproven) >= MAX_UNPROVEN:  # the oldest goes: a rank answers at once, a flood does not
+                            self._drop(selector, peers, unproven[0])
                         self._sockets.append(conn)
                         selector.register(conn, selectors.EVENT_READ)
                         peers[conn] = peer
