@@ -35,7 +35,8 @@ def env_file(env: Dict[str, str]) -> Iterator[str]:
     path = os.path.join(folder, "env.sh")
     try:
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-            f.writelines(f"export {k}={shlex.quote(v)}\n" for k, v in env.items() if _NAME.match(k) and is_exportable(k))
+            f.writelines(f"export {k}={shlex.quote(str(v))}\n" for k, v in env.items()
+                         if _NAME.match(k) and is_exportable(k))
         yield path
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -51,7 +52,8 @@ def rank_commands(path: str, run_command: str) -> Callable:
     def slot_info_to_command(slot_info) -> str:
         local = network.resolve_host_address(slot_info.hostname) in network.get_local_host_addresses()
         slot_env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in create_slot_env_vars(slot_info).items())
-        return f'eval "$(cat {shlex.quote(path) if local else ""})" && exec env {slot_env} {run_command}'
+        source = f"cat {shlex.quote(path)}" if local else "cat"
+        return f'eval "$({source})" && exec env {slot_env} {run_command}'
 
     return slot_info_to_command
 
