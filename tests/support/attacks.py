@@ -150,9 +150,13 @@ def elastic_body(seconds: float) -> int:
     return train(state)
 
 
-def while_running(job: Callable[[], object], attack: Callable[[], str]) -> str:
-    """Run ``job`` here and ``attack`` beside it; the attack's report once the job ended well (``Harm`` else)."""
+def while_running(job: Callable[[], object], attack: Callable[[], str], known: Tuple[str, ...] = ()) -> str:
+    """Run ``job`` here and ``attack`` beside it, and look at what the job listens on all along; the attack's report
+    once the job ended well and nothing but the processes named ``known`` listened beyond loopback (``Harm``
+    else)."""
     report: Dict[str, object] = {}
+    listening: set = set()
+    done = threading.Event()
 
     def attacking() -> None:
         try:
@@ -160,16 +164,28 @@ def while_running(job: Callable[[], object], attack: Callable[[], str]) -> str:
         except BaseException as exc:  # reported in the caller's thread
             report["error"] = exc
 
-    thread = threading.Thread(target=attacking, daemon=True)
-    thread.start()
+    def watching() -> None:
+        while not done.wait(0.2):
+            listening.update(listeners_beyond_loopback())
+
+    threads = [threading.Thread(target=attacking, daemon=True), threading.Thread(target=watching, daemon=True)]
+    for thread in threads:
+        thread.start()
     try:
         job()
     except Exception as exc:
         raise Harm(f"the attacked job failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
-    thread.join(60)
+    finally:
+        done.set()
+    for thread in threads:
+        thread.join(60)
     if "error" in report:
         raise report["error"]  # type: ignore[misc]
-    return f"{report['text']}; the job finished"
+    beyond = sorted(b for b in listening if not b.endswith(tuple(f"({name})" for name in known)))
+    if beyond:
+        raise Harm(f"the local job listened beyond loopback: {beyond}")
+    others = f" but {', '.join(sorted(listening))}" if listening else ""
+    return f"{report['text']}; nothing listened beyond loopback{others}; the job finished"
 
 
 def expect(outcomes: List[str], allowed: Tuple[str, ...], what: str) -> None:
@@ -177,20 +193,15 @@ def expect(outcomes: List[str], allowed: Tuple[str, ...], what: str) -> None:
         raise Harm(f"{what}: {outcomes}")
 
 
-def local_checks(canary: str, known: Tuple[str, ...] = ()) -> str:
-    """What every local job must show while it runs: no listener beyond loopback (but those of the processes named
-    ``known``), no secret on a command line."""
-    beyond = [b for b in listeners_beyond_loopback() if not b.endswith(tuple(f"({name})" for name in known))]
-    if beyond:
-        raise Harm(f"the local job listens beyond loopback: {beyond}")
+def no_secret_in_argv(canary: str) -> str:
+    """Neither ``canary`` nor rank 0's job secret is on any process's command line."""
     secret = rank_environ().get("FLYTE_HOROVOD_JOB_SECRET", "")
     if not secret:
         raise Harm("rank 0 has no job secret")
     leaked = command_lines_holding(canary, secret)
     if leaked:
         raise Harm(f"a canary or the job secret on a command line: {leaked}")
-    others = f" (but {', '.join(known)})" if known else ""
-    return f"nothing listens beyond loopback{others}, no secret in argv"
+    return "no secret in argv"
 
 
 # ---------------------------------------------------------------- attacks, one job each
@@ -213,7 +224,7 @@ def attack_elastic() -> str:
         expect(same_user, ("403",), "without the secret, the elastic rendezvous answered")
         other_user = as_nobody(port, put + keys + [("GET", f"/rank_and_size/{host}:0", "")])
         expect(other_user, ("dropped",), "as nobody, the elastic rendezvous answered")
-        checks = local_checks(canary)
+        checks = no_secret_in_argv(canary)
         if os.path.exists(marker):
             raise Harm("the pickle PUT to the elastic rendezvous ran")
         return (f"without the secret: {'/'.join(same_user)}; as nobody: {'/'.join(other_user)}; no code ran; "
@@ -242,7 +253,7 @@ def attack_gloo() -> str:
                 ("DELETE", "/global/0", "")]
         other_user = as_nobody(port, junk)
         expect(other_user, ("dropped",), "as nobody, the Gloo key-value store answered")
-        return f"as nobody: {'/'.join(other_user)}; {local_checks(canary)}"
+        return f"as nobody: {'/'.join(other_user)}; {no_secret_in_argv(canary)}"
 
     return while_running(lambda: run_local(sleeping_body, {"seconds": RUN_S / 2}, num_proc=2,
                                            settings=Horovod(framework="pytorch")), attack)
@@ -259,12 +270,11 @@ def attack_mpirun() -> str:
 
     def attack() -> str:
         rank_environ()
-        time.sleep(2)  # MPI_Init has opened its transports
-        checks = local_checks(canary, known=("mpirun",))
-        return f"{checks}; mpirun's control channel on {', '.join(listeners_beyond_loopback())}"
+        return no_secret_in_argv(canary)
 
     return while_running(lambda: run_local(sleeping_body, {"seconds": RUN_S / 2}, num_proc=2,
-                                           settings=Horovod(framework="pytorch", controller="mpi")), attack)
+                                           settings=Horovod(framework="pytorch", controller="mpi")), attack,
+                         known=("mpirun",))
 
 
 def attack_spark() -> str:
@@ -281,7 +291,7 @@ def attack_spark() -> str:
         expect(same_user, ("403",), "without the secret, the slot plan was answered")
         other_user = as_nobody(port, plan + [("PUT", "/global/0", "junk")])
         expect(other_user, ("dropped",), "as nobody, the Spark rendezvous answered")
-        return f"plan without the secret: {same_user[0]}; as nobody: {'/'.join(other_user)}; {local_checks(canary)}"
+        return f"plan without the secret: {same_user[0]}; as nobody: {'/'.join(other_user)}; {no_secret_in_argv(canary)}"
 
     return while_running(lambda: HorovodRunner(np=2, settings=Horovod(framework="pytorch")).run(
         sleeping_body, seconds=RUN_S / 2), attack)

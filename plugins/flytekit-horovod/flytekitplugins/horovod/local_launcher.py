@@ -58,13 +58,14 @@ def stopped_by_sigterm(launch: Launch) -> Launch:
 def mpirun_command(num_proc: int, env_names: Sequence[str], command: List[str]) -> List[str]:
     """``mpirun`` for ``num_proc`` ranks on this host.
 
-    horovodrun's Open MPI flags, except the transports: on one host ``self,vader,tcp`` (shared memory)
-    instead of ``^openib``, which also loads the libfabric transport whose shutdown takes a second; mpirun's control
-    channel and the TCP transport on the loopback interface only. The environment goes by name (``-x NAME``).
+    horovodrun's Open MPI flags, except the transports: on one host ``self,vader`` (shared memory) instead of
+    ``^openib``, which also loads the libfabric transport whose shutdown takes a second, and no TCP transport: Open
+    MPI 4.1's binds every address whatever ``btl_tcp_if_include`` says. mpirun's control channel uses the loopback
+    interface (it still listens on every address: see docs/security.md). The environment goes by name (``-x NAME``).
     """
     args = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(num_proc),
             "-H", f"localhost:{num_proc}", "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1",
-            "-mca", "btl", "self,vader,tcp", "-mca", "oob_tcp_if_include", "lo", "-mca", "btl_tcp_if_include", "lo"]
+            "-mca", "btl", "self,vader", "-mca", "oob_tcp_if_include", "lo"]
     for name in env_names:
         args += ["-x", name]
     return args + command
