@@ -208,6 +208,19 @@ SETTING_CASES = [
 ]
 
 # ---------------------------------------------------------------- ranks that fail: a program run as a user runs it
+ATTACKS = ROOT / "tests" / "support" / "attacks.py"  # attacks on running jobs, by whoever lacks the job's secret
+SECURITY_CASES = [
+    ("elastic", "another local user, and a process without the job's secret, PUT a pickle to a local elastic job's "
+     "rendezvous (it ran as root before) and GET the workers' keys (served before)"),
+    ("gloo", "another local user PUTs junk to local Gloo ranks' key-value store (`/global/0`: it aborted `hvd.init` "
+     "before), GETs and DELETEs keys"),
+    ("liveness", "junk (it stopped the check before), a fake rank's hello (reported lost: `RankLostError` before), a "
+     "forged proof and 20 silent connections sent to rank 0's liveness port"),
+    ("mpirun", "what a local `mpirun` job listens on, and whether a canary variable or the job's secret is on a "
+     "command line"),
+    ("spark", "a bogus Spark slot plan PUT without the job's secret (the first plan won before), and another local "
+     "user's plan and junk, on a local Spark session's ranks"),
+]
 FAULTY_RANK = ROOT / "tests" / "support" / "faulty_rank.py"  # the tests' fault program, with the timeout of 10 s
 RANK_CASES = [
     (route, how, expect)
@@ -296,6 +309,9 @@ def cases(work: Path) -> List[Case]:
     found.append(Case("retry/a broken checkpoint", "a retry whose previous attempt's checkpoint has its weights file "
                       "cut to half (the registered `train_mpi` task)", [sys.executable, str(retry), str(work / "retry")],
                       BROKEN_CHECKPOINT, succeeds=True))
+    for name, what in SECURITY_CASES:
+        found.append(Case(f"security/{name}", what, [sys.executable, str(ATTACKS), name], r"^(no harm|HARM): ",
+                          succeeds=True))
     for name, what, command, expect, *signal_after in RUN_CASES:
         found.append(Case(name, what, command, expect, signal_after=signal_after[0] if signal_after else None))
     return found
@@ -446,8 +462,10 @@ cannot be pickled, a `HorovodRunner` program whose rank 1 raises, exits, is kill
 host is gone looks) or raises after rank 0 has returned, on local Gloo ranks, local `mpirun` ranks or Spark tasks
 (local mode); the user pressing Ctrl-C or killing `pyflyte` with `kill -9` mid-run; a tmpfs of 256 KB or 1 MB as
 TMPDIR (a full disk). Kind `accepted` is data that looks broken but is valid: the design is a run that ends with a forecast (one
-epoch; the data is what matters), and its row shows the forecast's line. "seconds" is the whole command, Python and
-Spark start-up included (a frozen rank is named after `lost_rank_timeout=10`), except where the row says it counts
+epoch; the data is what matters), and its row shows the forecast's line. Kind `security` is an attack on a running
+job by whoever lacks its secret (another local user, run as `nobody`, or a process not given it:
+`tests/support/attacks.py`, see `security.md`): the design is a job that finishes unharmed, and the row says what
+the attacker got. "seconds" is the whole command, Python and Spark start-up included (a frozen rank is named after `lost_rank_timeout=10`), except where the row says it counts
 from Ctrl-C or `kill -9`. The first line of the error is the line the case looks for (or, when the case fails, the
 last error-like line seen). No case may leave a process running: one that does is not as designed.
 

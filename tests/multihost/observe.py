@@ -2,8 +2,8 @@
 
 ``Observer`` samples every host a few times a second while a job runs: the processes that are Horovod ranks (by
 the rank variables their launcher gave them: ``HOROVOD_RANK``, ``OMPI_COMM_WORLD_RANK``), each rank's established
-TCP connections (``ss`` in the host's namespace), and the bytes through each host's bridge interface before and
-after. Nothing in the job is changed or instrumented.
+TCP connections (``ss`` in the host's namespace), every process's command line, and the bytes through each host's
+bridge interface before and after. Nothing in the job is changed or instrumented.
 """
 
 import re
@@ -20,7 +20,7 @@ RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK")
 SEEN_VARS = RANK_VARS + (
     "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "HOROVOD_HOSTNAME",
     "HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT", "HOROVOD_GLOO_IFACE", "HOROVOD_CONTROLLER",
-    "OMPI_MCA_orte_hnp_uri", "FLYTE_INTERNAL_EXECUTION_ID",
+    "OMPI_MCA_orte_hnp_uri", "FLYTE_INTERNAL_EXECUTION_ID", "FLYTE_HOROVOD_JOB_SECRET",
 )
 _ADDRESS = re.compile(r"^\[?(?:::ffff:)?([0-9a-fA-F.:*]+?)\]?(?:%\w+)?:(\d+|\*)$")
 
@@ -93,6 +93,7 @@ class Observer:
         self.before: Dict[str, Dict[str, int]] = {}
         self.after: Dict[str, Dict[str, int]] = {}
         self.seen: Dict[int, RankSeen] = {}  # by pid
+        self.command_lines: Set[str] = set()  # of every process in the hosts
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="multihost-observer", daemon=True)
 
@@ -116,6 +117,8 @@ class Observer:
         for name, host in self.hosts.items():
             ranks = {}
             for pid in host.pids():
+                with suppress(OSError):
+                    self.command_lines.add(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"))
                 seen = self.seen.get(pid) or self._rank(name, pid)
                 if seen is not None:
                     self.seen[pid] = ranks[pid] = seen

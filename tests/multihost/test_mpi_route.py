@@ -40,10 +40,16 @@ def test_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registratio
     env = pod_env(template, attempt, observed)
     assert not any(k.startswith("HOROVOD_GLOO_") for k in {**os.environ, **env}), "no hand-set Gloo interface"
 
+    canary = {"FLYTE_HOROVOD_TEST_CANARY": f"canary-{os.urandom(8).hex()}"}  # horovodrun hands it to every rank
     with worker_pods(network, {"b": env, "c": env}, tmp_path), Observer(network.hosts) as seen:
-        ran = mpi_launcher(template, attempt, tmp_path, extra_env={**observed, "OMPI_MCA_plm_rsh_agent": str(agent)},
-                           workers=[b.name, c.name], on=a.command([]))
+        ran = mpi_launcher(template, attempt, tmp_path, workers=[b.name, c.name], on=a.command([]),
+                           extra_env={**observed, "OMPI_MCA_plm_rsh_agent": str(agent), **canary})
     assert ran.returncode == 0, ran.output[-5000:]
+    # the job's secret reached every rank, and neither it nor the launcher's environment is on any command line in
+    # any host (horovodrun wrote the whole environment on each remote rank's ssh command before: issue 30)
+    secrets = {s.env.get("FLYTE_HOROVOD_JOB_SECRET") for s in seen.seen.values()}
+    assert None not in secrets and len(secrets) == 1, secrets
+    assert not [line for line in seen.command_lines if any(v in line for v in (*secrets, *canary.values()))]
     assert (tmp_path / "hostfile").read_text() == f"{b.name} slots=1\n{c.name} slots=1\n"  # as the operator wrote it
 
     ranks = 2 * slots

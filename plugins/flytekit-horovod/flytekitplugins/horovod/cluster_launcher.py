@@ -20,6 +20,11 @@ It makes two promises true that a real cluster does not keep for a bare ``mpirun
   host, and what the ranks recorded; see ``failures``) and exits 0, as ``pyflyte-execute`` does with an error it
   caught (1 where ``FLYTE_FAIL_ON_ERROR`` is true, as there). A launcher that succeeded is left alone: a rank that
   raised has written its error already.
+
+It also gives the job a secret (``executor.job_secret``, in the environment: ``mpirun -x`` names it, and
+``horovodrun`` is run as ``flytekitplugins.horovod.horovodrun``, which hands it and the rest of the ranks'
+environment to remote ranks through ssh's standard input), so that the elastic rendezvous and the ranks' liveness
+port hear only the job's own processes.
 """
 
 import argparse
@@ -146,6 +151,20 @@ def write_task_error(command: Sequence[str], error: BaseException) -> None:
         _shims.write_error_document(ctx, error)
 
 
+def with_job_secret_passed(command: Sequence[str], env: Dict[str, str]) -> List[str]:
+    """``command`` passing the job secret, which goes into ``env``: ``mpirun`` forwards it by name (``-x``),
+    ``horovodrun`` is this plugin's (see ``horovodrun``)."""
+    from .executor.job_secret import SECRET_ENV, with_job_secret
+
+    env.update(with_job_secret(env))
+    name = os.path.basename(command[0])
+    if name == "mpirun":
+        return [command[0], "-x", SECRET_ENV, *command[1:]]
+    if name == "horovodrun":
+        return [sys.executable, "-m", f"{__package__}.horovodrun", *command[1:]]
+    return list(command)
+
+
 def run(command: Sequence[str], slots: int) -> int:
     """Run the launcher ``command`` with ``slots`` per worker; own the task's error when it fails. Returns 0, or 1
     after writing ``error.pb`` where ``FLYTE_FAIL_ON_ERROR`` is true (an error writing it is raised: the pod then
@@ -162,7 +181,8 @@ def run(command: Sequence[str], slots: int) -> int:
     processes = Processes()
     try:
         command = with_slots(command, env, slots, workdir)
-        processes.start(os.path.basename(command[0]), command, env, prefix=None, die_with_parent=True)
+        processes.start(os.path.basename(command[0]), with_job_secret_passed(command, env), env, prefix=None,
+                        die_with_parent=True)
         failed = processes.wait()
         if failed is None:
             return 0

@@ -5,13 +5,16 @@ starts each rank with Horovod's environment contract (what ``horovodrun --gloo``
 per-rank middleman processes); for MPI, ``mpirun`` starts them. Each rank writes its result to the job folder.
 """
 
+import functools
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import cloudpickle
 
@@ -20,6 +23,8 @@ from .executor import gloo
 from .executor.classify import DIED, mpirun_failed_rank
 from .executor.failures import RankFailures
 from .executor.flyte_context import FlyteRankContext
+from .executor.job_secret import with_job_secret
+from .executor.loopback import LOOPBACK, LOOPBACK_ENV
 from .executor.processes import PARENT_PID_ENV, Processes
 from .executor.rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
 from .executor.rank_output import RankOutput
@@ -28,20 +33,45 @@ from .executor.settings import Horovod, whole_number
 logger = logging.getLogger("flytekitplugins.horovod")
 
 
+Launch = TypeVar("Launch", bound=Callable[..., Any])
+
+
+def stopped_by_sigterm(launch: Launch) -> Launch:
+    """``launch`` (in the main thread) taking SIGTERM (a ``timeout``, a scheduler) as Ctrl-C: ``SystemExit``, so that
+    its ranks are stopped and its job folder removed, where SIGTERM's default action would end the process at once."""
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    @functools.wraps(launch)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return launch(*args, **kwargs)
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+        try:
+            return launch(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+    return guarded  # type: ignore[return-value]
+
+
 def mpirun_command(num_proc: int, env_names: Sequence[str], command: List[str]) -> List[str]:
     """``mpirun`` for ``num_proc`` ranks on this host.
 
-    horovodrun's Open MPI flags, except the transports: on one host ``self,vader,tcp`` (shared memory)
-    instead of ``^openib``, which also loads the libfabric transport whose shutdown takes a second.
+    horovodrun's Open MPI flags, except the transports: on one host ``self,vader`` (shared memory) instead of
+    ``^openib``, which also loads the libfabric transport whose shutdown takes a second, and no TCP transport: Open
+    MPI 4.1's binds every address whatever ``btl_tcp_if_include`` says. mpirun's control channel uses the loopback
+    interface (it still listens on every address: see docs/security.md). The environment goes by name (``-x NAME``).
     """
     args = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(num_proc),
             "-H", f"localhost:{num_proc}", "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1",
-            "-mca", "btl", "self,vader,tcp"]
+            "-mca", "btl", "self,vader", "-mca", "oob_tcp_if_include", "lo"]
     for name in env_names:
         args += ["-x", name]
     return args + command
 
 
+@stopped_by_sigterm
 def run_local(
     fn: Callable,
     kwargs: Optional[Dict[str, Any]] = None,
@@ -77,11 +107,11 @@ def run_local(
             # once mpirun failed, let it finish its closing message: it names the rank that failed first
             failed = processes.wait(on_exit=lambda *_: record_mpirun_failure(processes.finished_output(0), failures))
         else:
-            plan = gloo.host_plan(["127.0.0.1"] * num_proc)[0]
-            rendezvous, port = gloo.start_rendezvous(settings.verbose, plan)
+            plan = gloo.host_plan([LOOPBACK] * num_proc)[0]
+            rendezvous, port = gloo.start_rendezvous(settings.verbose, plan, host=LOOPBACK)
             iface = gloo.loopback_interface()
             for slot in plan:
-                rank_env = {**env, **gloo.rank_env(slot, "127.0.0.1", port, iface), PARENT_PID_ENV: str(os.getpid())}
+                rank_env = {**env, **gloo.rank_env(slot, LOOPBACK, port, iface), PARENT_PID_ENV: str(os.getpid())}
                 _verbose(settings, "rank %d: %s", slot.rank, " ".join(command))
                 processes.start(f"rank {slot.rank}", command, rank_env, prefix=str(slot.rank))
             failed = processes.wait(on_exit=lambda index, code: failures.record(
@@ -92,7 +122,7 @@ def run_local(
     except Exception as exc:
         processes.stop()
         raise failures.error(exc) from None
-    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or the SystemExit(1) of flytekit's SIGINT handler
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, flytekit's SIGINT handler's SystemExit(1), or SIGTERM
         raise interrupted(processes) from None
     finally:
         if rendezvous is not None:
@@ -116,6 +146,7 @@ def local_host_names() -> List[str]:
     return [n for n in dict.fromkeys(names) if resolve_host_address(n) in local]
 
 
+@stopped_by_sigterm
 def run_local_elastic(
     fn: Callable,
     kwargs: Optional[Dict[str, Any]],
@@ -142,7 +173,7 @@ def run_local_elastic(
     with open(discovery, "w") as f:
         f.write("#!/bin/sh\n" + "".join(f"echo {host}:{slots}\n" for host in hosts[:workers]))
     os.chmod(discovery, 0o755)
-    args = [sys.executable, "-c", "from horovod.runner.launch import run_commandline; run_commandline()",
+    args = [sys.executable, "-m", "flytekitplugins.horovod.horovodrun", "--network-interface", "lo",
             "-np", str(workers * slots), "--min-np", str(min_workers * slots), "--max-np", str(max_workers * slots),
             "--host-discovery-script", discovery, "--elastic-timeout", str(elastic_timeout),
             *settings.horovodrun_args(), *rank_command(job_path, job_dir)]
@@ -161,7 +192,7 @@ def run_local_elastic(
     except Exception as exc:
         processes.stop()
         raise failures.error(exc) from None
-    except (KeyboardInterrupt, SystemExit):  # Ctrl-C
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM
         raise interrupted(processes) from None
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
@@ -171,14 +202,16 @@ def run_local_elastic(
 def _job(fn: Callable, kwargs: Optional[Dict[str, Any]], settings: Horovod, flyte: Optional[FlyteRankContext],
          all_ranks: bool = False) -> Tuple[str, str, RankFailures, Dict[str, str]]:
     """What both local launches set up: the settings checked, a job folder with the pickled job and the ranks'
-    failure records; returns (job folder, job file, failure records, the environment the ranks get on top)."""
+    failure records; returns (job folder, job file, failure records, the environment the ranks get on top: the
+    settings', a new job secret, and loopback-only listeners)."""
     settings.check_before_launch()
     job_dir = tempfile.mkdtemp(prefix="horovod-job-")
     failures = RankFailures(os.path.join(job_dir, "failures"))
     job_path = os.path.join(job_dir, "job.pkl")
     write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
                                                       all_ranks=all_ranks, workdir=job_dir)))
-    return job_dir, job_path, failures, {**settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
+    return job_dir, job_path, failures, with_job_secret({**settings.env(), "PYTHONUNBUFFERED": "1",
+                                                         "PYTHONPATH": import_path(fn), LOOPBACK_ENV: "1"})
 
 
 def interrupted(processes: Processes) -> InterruptedByUser:

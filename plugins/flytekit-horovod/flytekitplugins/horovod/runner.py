@@ -51,7 +51,7 @@ def _active_or_local_session(np: int):
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.appName("HorovodRunner").config("spark.ui.enabled", "false")
+    builder = SparkSession.builder.appName("HorovodRunner")
     for key, value in prepare_local_session(np).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -88,7 +88,7 @@ def prepare_local_session(num_proc: int, spark_conf: Optional[Dict[str, str]] = 
 
     A ``local[N]`` master with a slot per rank, and the driver advertised on the loopback address it is bound to
     (else, where the host name resolves to a loopback address, Spark advertises another interface and cannot fetch
-    task results over 1 MB). Also makes Spark's Python workers run this interpreter (the one with Horovod) rather
+    task results over 1 MB), and no Spark UI (it would listen on every interface). Also makes Spark's Python workers run this interpreter (the one with Horovod) rather
     than ``python3`` on PATH, unless ``PYSPARK_PYTHON`` says otherwise: pyspark reads only that variable.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -97,6 +97,7 @@ def prepare_local_session(num_proc: int, spark_conf: Optional[Dict[str, str]] = 
     if conf["spark.master"].startswith("local"):  # a user's own cluster master keeps Spark's address choice
         conf.setdefault("spark.driver.bindAddress", LOOPBACK)
         conf.setdefault("spark.driver.host", LOOPBACK)
+        conf.setdefault("spark.ui.enabled", "false")
     return conf
 
 

@@ -26,6 +26,8 @@ from . import executor
 from .executor import _shims
 from .executor.failures import RankFailures
 from .executor.gloo import start_rendezvous, stop_soon
+from .executor.job_secret import job_secret, with_job_secret
+from .executor.loopback import LOOPBACK, LOOPBACK_ENV
 from .executor.processes import SETTLE_S
 from .executor.rank import RankJob, RankResult, import_path, run_rank
 from .executor.rank_output import RankOutput
@@ -109,8 +111,11 @@ def run_on_spark(
     job = RankJob.of(fn, kwargs, failure_dir, settings, all_ranks=all_ranks)
     sc = spark.sparkContext
     local_mode = sc.master.startswith("local")
-    env = {**settings.env(), **(env or {}), "PYTHONUNBUFFERED": "1"}  # epoch lines as they happen
-    if local_mode:  # where fn's module imports from, and the session's Python workers' path (the task's module)
+    # epoch lines as they happen; a new job secret for the slot plan and the ranks' liveness hellos
+    env = with_job_secret({**settings.env(), **(env or {}), "PYTHONUNBUFFERED": "1"})
+    if local_mode:  # every listener of the ranks on loopback; where fn's module imports from, and the session's
+        # Python workers' path (the task's module)
+        env[LOOPBACK_ENV] = "1"
         paths = (*import_path(fn).split(os.pathsep), *sc.environment.get("PYTHONPATH", "").split(os.pathsep))
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
     logger.info("launching %d Horovod ranks as Spark tasks (controller %s)", num_proc, settings.controller)
@@ -145,8 +150,8 @@ def _run_barrier_stage(sc, job: bytes, num_proc: int, env: Dict[str, str], local
     file on this machine, and whether every rank's lines go to the console), the ranks' lines go there as a
     ``RankOutput`` of that file shows them."""
     group = f"flytekitplugins-horovod-{uuid.uuid4().hex}"
-    rendezvous, port = start_rendezvous(verbose)
-    address = "127.0.0.1" if local_mode else socket.gethostbyname(sc.getConf().get("spark.driver.host"))
+    address = LOOPBACK if local_mode else socket.gethostbyname(sc.getConf().get("spark.driver.host"))
+    rendezvous, port = start_rendezvous(verbose, host=LOOPBACK if local_mode else "", key=job_secret(env))
     if verbose:
         print(f"[horovod launcher] rendezvous at {address}:{port}; {num_proc} barrier tasks", file=sys.stderr)
     outcome: Dict[str, Any] = {}

@@ -65,20 +65,27 @@ def default_interface() -> str:
     return loopback_interface()
 
 
-def start_rendezvous(verbose: bool, plan: Optional[list] = None):
-    """Horovod's ``RendezvousServer`` (listening on every interface) and its port.
+def start_rendezvous(verbose: bool, plan: Optional[list] = None, host: str = "", key: Optional[bytes] = None):
+    """Horovod's ``RendezvousServer`` listening on ``host`` (every interface by default; on loopback, serving this
+    user only: ``loopback.find_port_on``), and its port.
 
     With a ``plan`` it is initialised at once; without, the first PUT of every task's host (JSON list) to
-    ``/PLAN_SCOPE/hosts`` initialises it, once: later PUTs (tasks that start late) must not re-initialise it,
-    since ``init`` clears the keys the started ranks have written.
+    ``/PLAN_SCOPE/hosts``, signed with the job secret ``key`` (``job_secret.signed_put``), initialises it, once:
+    later PUTs (tasks that start late) must not re-initialise it, since ``init`` clears the keys the started ranks
+    have written. An unsigned plan is refused (403), so no one else can put a plan there first.
     """
-    from horovod.runner.http.http_server import RendezvousServer
+    from horovod.runner.http.http_server import RendezvousHTTPServer, RendezvousServer
+    from horovod.runner.util.threads import in_thread
 
-    server = RendezvousServer(verbose=1 if verbose else 0)
-    port = server.start(_plan_handler_class())
+    from .loopback import find_port_on
+
+    server = RendezvousServer(verbose=1 if verbose else 0)  # RendezvousServer.start, on ``host``
+    server._httpd, _ = find_port_on(host)(lambda addr: RendezvousHTTPServer(addr, _plan_handler_class(), server._verbose))
+    server._httpd.job_secret = key
+    server._listen_thread = in_thread(target=server._httpd.serve_forever)
     if plan is not None:
         server.init(plan)
-    return server, port
+    return server, server._httpd.server_port
 
 
 _PLAN_LOCK = threading.Lock()
@@ -88,15 +95,20 @@ _PLAN_LOCK = threading.Lock()
 def _plan_handler_class() -> type:
     from horovod.runner.http.http_server import RendezvousHandler
 
+    from .job_secret import read_signed_body
+
     class PlanRendezvousHandler(RendezvousHandler):
-        """Horovod's rendezvous handler, plus: a PUT to ``/PLAN_SCOPE/hosts`` initialises the server with the slot
-        plan of those hosts unless a plan was set before; it is answered once the plan is in place."""
+        """Horovod's rendezvous handler, plus: a signed PUT to ``/PLAN_SCOPE/hosts`` initialises the server with the
+        slot plan of those hosts unless a plan was set before; it is answered once the plan is in place."""
 
         def do_PUT(self):
             if not self.path.startswith(f"/{PLAN_SCOPE}/"):
                 return super().do_PUT()
-            hosts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             server = self.server
+            body = read_signed_body(self, server.job_secret)
+            if body is None:
+                return
+            hosts = json.loads(body)
             with _PLAN_LOCK:
                 if getattr(server, "flyte_hosts", None) is None:
                     server.init(host_plan(hosts)[0])

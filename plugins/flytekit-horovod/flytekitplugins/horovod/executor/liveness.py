@@ -5,6 +5,12 @@ the rank that waited. Here rank 0 notices a rank it has not heard from for ``tim
 with its host, as lost; a rank that has not heard from rank 0 for as long stops. A rank whose process ends closes its
 connection, which is not a loss: its launcher reports how it ended.
 
+Only the job's ranks are heard: rank 0 greets each connection with a random challenge, and a rank's hello (``<rank>
+<host> <HMAC of the challenge, rank and host under the job secret>``) must prove it holds the job's secret
+(``job_secret``); a connection that does not within ``HELLO_TIMEOUT_S`` (or says something else) is dropped, and no
+more than ``MAX_UNPROVEN`` wait at once (a new one closes the oldest), so no one else can report a fake rank lost,
+stop the check or fill its table. In a local run rank 0 listens on loopback, for this user only (``loopback``).
+
 Rank 0 publishes where it listens in a folder every rank reaches (the job's failure folder, a local path or any
 fsspec URL), so no framework collective runs before the body (that would start TensorFlow's runtime before the body
 picks its GPU). The heartbeat, the first connection included, runs in daemon threads, beside the body.
@@ -15,6 +21,7 @@ No flytekit import: rank processes started by Spark tasks use this module.
 import contextlib
 import json
 import logging
+import os
 import selectors
 import socket
 import threading
@@ -24,11 +31,17 @@ from typing import Callable, Dict, List, Optional
 
 import fsspec
 
+from .job_secret import job_secret, sign, verify
+from .loopback import LOOPBACK, bind_address, from_this_user, local_run
+
 logger = logging.getLogger("flytekitplugins.horovod")
 
 BEAT_S = 1.0  # how often a rank says it is alive, and rank 0 checks who went silent
 ADDRESS_FILE = "liveness-rank-0.json"  # in the shared folder: rank 0's addresses and port
 HELLO_WAIT_S = 3.0  # how long a rank's body waits for its hello to reach rank 0 (milliseconds when rank 0 is there)
+HELLO_TIMEOUT_S = 10.0  # how long rank 0 waits for a connection's hello before dropping it
+HELLO_MAX = 1024  # the longest hello (bytes)
+MAX_UNPROVEN = 16  # connections without a valid hello yet, at most; a new one closes the oldest
 
 
 @dataclass
@@ -60,6 +73,7 @@ class Liveness:
         self._sockets: List[socket.socket] = []
         self._lost = threading.Lock()
         self._hello_done = threading.Event()  # this rank said hello to rank 0, or gave up trying
+        self._secret = job_secret()
 
     def start(self) -> None:
         """Rank 0 listens and publishes where; any other rank connects and says hello. The heartbeat (and a rank's
@@ -67,12 +81,13 @@ class Liveness:
         watches a rank from its first step on, while a rank whose rank 0 has already ended (and will never answer)
         still fails within seconds."""
         if self.rank == 0:
-            listener = socket.create_server(("", 0), backlog=max(self.size, 8))
+            listener = socket.create_server((bind_address(), 0), backlog=max(self.size, 8))
             self._sockets.append(listener)
             fs, _, (root,) = fsspec.get_fs_token_paths(self.folder)
             fs.makedirs(root, exist_ok=True)
+            addresses = [LOOPBACK] if local_run() else ipv4_addresses() + [LOOPBACK]
             fs.pipe_file(f"{root}/{ADDRESS_FILE}", json.dumps(
-                {"addresses": ipv4_addresses() + ["127.0.0.1"], "port": listener.getsockname()[1]}).encode())
+                {"addresses": addresses, "port": listener.getsockname()[1]}).encode())
             target, args = self._serve, (listener,)
         else:
             target, args = self._connect_and_beat, ()
@@ -113,7 +128,8 @@ class Liveness:
             threading.Thread(target=self.on_lost, args=(lost,), name="horovod-lost-rank", daemon=True).start()
 
     def _serve(self, listener: socket.socket) -> None:
-        """Rank 0: accept the ranks, echo their beats, report one silent for ``timeout`` s."""
+        """Rank 0: accept the ranks, drop whoever does not prove the job's secret, echo the ranks' beats, report one
+        silent for ``timeout`` s."""
         started, warned, everyone, met = time.monotonic(), False, False, 0
         peers: Dict[socket.socket, _Peer] = {}
         with selectors.DefaultSelector() as selector:
@@ -124,26 +140,37 @@ class Liveness:
                 for key, _ in events:
                     if key.fileobj is listener:
                         conn, _ = listener.accept()
-                        met += 1
+                        peer = _Peer(now)
+                        if (local_run() and not from_this_user(conn)) or not _send(conn, peer.nonce):
+                            conn.close()
+                            continue
+                        unproven = [c for c, p in peers.items() if p.rank is None]
+                        if len(unproven) >= MAX_UNPROVEN:  # the oldest goes: a rank answers at once, a flood does not
+                            self._drop(selector, peers, unproven[0])
                         self._sockets.append(conn)
                         selector.register(conn, selectors.EVENT_READ)
-                        peers[conn] = _Peer(now)
+                        peers[conn] = peer
                         continue
                     conn, peer = key.fileobj, peers[key.fileobj]
                     data = _receive(conn)
-                    if not data:  # the rank's process ended: its launcher reports how
-                        selector.unregister(conn)
-                        peers.pop(conn)
+                    proven = peer.rank is not None
+                    if not data or not peer.heard(data, now, self._secret, self.size):
+                        # the rank's process ended (its launcher reports how), or not a rank of this job
+                        self._drop(selector, peers, conn)
                         continue
-                    peer.heard(data, now)
+                    if peer.rank is None:
+                        continue
+                    met += not proven
                     if not everyone and sum(p.rank is not None for p in peers.values()) == self.size - 1:
                         everyone = True
                         self._unpublish()
                     with contextlib.suppress(OSError):
                         conn.sendall(b".")
-                for peer in peers.values():
+                for conn, peer in list(peers.items()):
                     if peer.rank is not None and now - peer.last > self.timeout:
                         self._report(LostRank(peer.rank, peer.host, now - peer.last))
+                    elif peer.rank is None and now - peer.since > HELLO_TIMEOUT_S:
+                        self._drop(selector, peers, conn)
                 # ranks that connected and ended since (a closed connection) were watched: only a rank that never
                 # connected is not
                 if not warned and now - started > self.timeout and met < self.size - 1:
@@ -151,8 +178,14 @@ class Liveness:
                     logger.warning("rank 0: only %d of the other %d ranks reached its liveness port; the others are "
                                    "not watched", met, self.size - 1)
 
+    def _drop(self, selector: selectors.BaseSelector, peers: Dict[socket.socket, "_Peer"], conn: socket.socket) -> None:
+        selector.unregister(conn)
+        peers.pop(conn)
+        self._sockets.remove(conn)
+        conn.close()
+
     def _connect_and_beat(self) -> None:
-        """Any other rank: connect to rank 0, say hello, then beat."""
+        """Any other rank: connect to rank 0, answer its challenge with the hello, then beat."""
         try:
             conn = self._connect()
             if conn is None:
@@ -160,7 +193,10 @@ class Liveness:
             self._sockets.append(conn)
             if self._stop.is_set():  # stop() ran while connecting: it did not see this socket
                 return
-            conn.sendall(f"{self.rank} {self.host}\n".encode())
+            conn.settimeout(HELLO_WAIT_S)
+            nonce = _read_line(conn)
+            text = f"{self.rank} {self.host}"
+            conn.sendall(f"{text} {sign(self._secret, f'{nonce} {text}'.encode())}\n".encode())
         finally:
             self._hello_done.set()
         self._beat(conn)
@@ -205,18 +241,49 @@ class Liveness:
 
 
 class _Peer:
-    """What rank 0 knows of one connected rank: its announced rank and host, when it was last heard."""
+    """What rank 0 knows of one connection: the challenge it was sent, when it came and was last heard, and once its
+    hello proved the job's secret, its rank and host."""
 
     def __init__(self, now: float):
-        self.last, self.rank, self.host, self._hello = now, None, "", b""
+        self.since = self.last = now
+        self.nonce = os.urandom(16).hex()
+        self.rank: Optional[int] = None
+        self.host, self._hello = "", b""
 
-    def heard(self, data: bytes, now: float) -> None:
+    def heard(self, data: bytes, now: float, secret: Optional[bytes], size: int) -> bool:
+        """Take ``data`` from this connection; False when it is not a rank of this job (a hello that is too long,
+        malformed, names no other rank of the world, or lacks the proof of ``secret``)."""
         self.last = now
-        if self.rank is None:
-            self._hello += data
-            if b"\n" in self._hello:
-                rank, _, host = self._hello.split(b"\n", 1)[0].decode("utf-8", "replace").partition(" ")
-                self.rank, self.host = int(rank), host
+        if self.rank is not None:
+            return True
+        self._hello += data
+        if b"\n" not in self._hello:
+            return len(self._hello) <= HELLO_MAX
+        text, _, digest = self._hello.split(b"\n", 1)[0].decode("utf-8", "replace").rpartition(" ")
+        rank, _, host = text.partition(" ")
+        if not (rank.isdigit() and 0 < int(rank) < size and verify(secret, f"{self.nonce} {text}".encode(), digest)):
+            return False
+        self.rank, self.host = int(rank), host
+        return True
+
+
+def _send(conn: socket.socket, line: str) -> bool:
+    try:
+        conn.sendall(f"{line}\n".encode())
+        return True
+    except OSError:
+        return False
+
+
+def _read_line(conn: socket.socket) -> str:
+    """One line from ``conn`` (rank 0's challenge), at most ``HELLO_MAX`` bytes; ``OSError`` if none comes."""
+    data = b""
+    while b"\n" not in data and len(data) <= HELLO_MAX:
+        chunk = conn.recv(HELLO_MAX)
+        if not chunk:
+            raise ConnectionError("rank 0 closed its liveness connection before its challenge")
+        data += chunk
+    return data.split(b"\n", 1)[0].decode("ascii", "replace")
 
 
 def _receive(conn: socket.socket) -> bytes:

@@ -16,9 +16,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import cloudpickle
 
 from .classify import LOST
+from .elastic_rendezvous import sign_worker_addresses
 from .failures import RankFailures, this_host
 from .flyte_context import FlyteRankContext
+from .job_secret import SECRET_ENV, job_secret
 from .liveness import Liveness, LostRank
+from .loopback import bind_horovod_to_loopback
 from .processes import die_with_launcher
 from .settings import SETTINGS_ENV, Horovod, HorovodConfigError
 
@@ -94,9 +97,13 @@ def configure_rank_logging(rank: int, size: int) -> None:
 
 def start_rank(settings: Horovod) -> Tuple[int, int]:
     """Prepare this process as one Horovod rank: the settings in its environment, ``hvd.init()`` of the chosen
-    framework, rank-prefixed logs. Returns (rank, size)."""
+    framework, rank-prefixed logs. Horovod's services bind loopback in a local run, an elastic rank signs its
+    address for the rendezvous. Returns (rank, size)."""
     os.environ[SETTINGS_ENV] = settings.to_json()
     os.environ.update(settings.env())
+    bind_horovod_to_loopback()
+    if os.environ.get("HOROVOD_ELASTIC") == "1":
+        sign_worker_addresses()
     rank, size = launched_rank() or 0, launched_size() or 1
     hvd = settings.init_horovod()
     if hvd is not None:
@@ -116,9 +123,13 @@ def start_liveness(settings: Horovod, rank: int, size: int, failures: RankFailur
 
     When rank 0 finds a rank lost it records that rank's failure, calls ``report`` (which may wait) and ends its
     process (its main thread is stuck in a collective); a rank that lost rank 0 ends without a record: it cannot
-    tell whether rank 0's host or its own went away, and rank 0's launcher reports."""
+    tell whether rank 0's host or its own went away, and rank 0's launcher reports. Without a job secret from the
+    launcher (a world started by hand) there is no heartbeat: its hellos could not be told from anyone else's."""
     if settings.lost_rank_timeout is None or settings.framework is None or size < 2 \
             or os.environ.get("HOROVOD_ELASTIC") == "1":
+        return None
+    if job_secret() is None:
+        logger.warning("rank %d: no job secret (%s) from the launcher; the liveness check is off", rank, SECRET_ENV)
         return None
     host = this_host()
 

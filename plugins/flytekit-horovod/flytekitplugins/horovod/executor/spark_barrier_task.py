@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Tuple
 from .classify import DIED
 from .failures import record_failure
 from .gloo import PLAN_SCOPE, default_interface, host_plan, interface_of, loopback_interface, rank_env
+from .job_secret import job_secret, signed_put
 from .processes import PARENT_PID_ENV, Processes
 from .rank import RESULT_FD, STDIN, rank_command
 from .rank_output import RankOutput
@@ -20,8 +21,6 @@ def barrier_rank(job: bytes, extra_env: Dict[str, str], local_mode: bool, addres
     """Body of one barrier task: its slot from every task's host, the hosts to the driver, one rank process. Its
     lines go to ``log`` (a log file's path, and whether the console shows every rank's lines) as ``RankOutput``
     writes them, else to this process's stdout and stderr."""
-    from urllib.request import Request, urlopen
-
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
@@ -31,8 +30,8 @@ def barrier_rank(job: bytes, extra_env: Dict[str, str], local_mode: bool, addres
     else:
         hosts = [socket.gethostbyname(info.address.rsplit(":", 1)[0]) for info in infos]
     slot = host_plan(hosts)[1][ctx.partitionId()]
-    request = Request(f"http://{address}:{port}/{PLAN_SCOPE}/hosts", data=json.dumps(hosts).encode(), method="PUT")
-    urlopen(request, timeout=60).read()  # answered once the rendezvous server has the plan
+    # answered once the rendezvous server has the plan; signed with the job secret, which comes in the job's environment
+    signed_put(address, port, f"/{PLAN_SCOPE}/hosts", json.dumps(hosts).encode(), job_secret(extra_env))
     iface = loopback_interface() if local_mode else interface_of(slot.hostname) or default_interface()
     env = {**os.environ, **extra_env, **rank_env(slot, address, port, iface), PARENT_PID_ENV: str(os.getpid())}
     read_end, write_end = os.pipe()
