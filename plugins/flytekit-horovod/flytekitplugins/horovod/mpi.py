@@ -20,7 +20,7 @@ from .errors import LauncherStopped, RankLostError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
-from .executor.rank import current_rank, launched_rank, launched_size, start_liveness, start_rank
+from .executor.rank import current_rank, launched_rank, launched_size, start_liveness, start_rank, start_stall_watch
 from .executor.settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within, whole_number
 from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
@@ -124,7 +124,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
     ctx = FlyteContextManager.current_context()
-    liveness = None
+    liveness = stall = None
 
     def report_lost_rank() -> None:  # from the liveness thread: this rank's main thread is stuck in a collective
         _shims.write_error_document(ctx, failures.error(RankLostError("a rank was lost")))
@@ -139,12 +139,15 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     try:
         rank, size = start_rank(settings)
         liveness = start_liveness(settings, rank, size, failures, report_lost_rank)
+        stall = start_stall_watch(settings, rank, size, failures)
         result = task._task_function(**kwargs)
         rank = current_rank(settings, rank)
         hvd = settings.module()
         if hvd is not None and hasattr(hvd, "join"):
             hvd.join()  # rank 0 must not report success while another rank is still failing
     except Exception as exc:
+        if stall is not None:
+            stall.stop()  # its record of a stall comes first: the exception is its echo
         failures.record_exception(rank, exc)
         if rank != 0:  # the same report as rank 0's (all ranks write one error.pb): never a bare echo
             raise failures.error(exc) from None
@@ -153,8 +156,9 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
                 _wait_for_other_failures(failures, timeout=5.0)
         raise failures.error(exc) from None
     finally:
-        if liveness is not None:
-            liveness.stop()
+        for watch in (liveness, stall):
+            if watch is not None:
+                watch.stop()
         if in_main:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     if rank != 0:
