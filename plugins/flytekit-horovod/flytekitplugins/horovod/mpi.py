@@ -16,11 +16,19 @@ from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from .errors import LauncherStopped, RankLostError
+from .errors import LauncherStopped, RankLostError, StalledRanksError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
-from .executor.rank import current_rank, launched_rank, launched_size, start_liveness, start_rank, start_stall_watch
+from .executor.rank import (
+    current_rank,
+    flush_streams,
+    launched_rank,
+    launched_size,
+    start_liveness,
+    start_rank,
+    start_stall_watch,
+)
 from .executor.settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within, whole_number
 from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
@@ -151,6 +159,13 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
         failures.record_exception(rank, exc)
         if rank != 0:  # the same report as rank 0's (all ranks write one error.pb): never a bare echo
             raise failures.error(exc) from None
+        error = failures.error(exc)
+        if isinstance(error, StalledRanksError):
+            # a rank stuck in its own code never sees Horovod's shutdown, and pyflyte-execute would exit 0 after writing
+            # error.pb: exit non-zero, so that the launcher (mpirun, horovodrun) ends every rank
+            _shims.write_error_document(ctx, error)
+            flush_streams()
+            os._exit(1)
         if not stopped:
             with contextlib.suppress(LauncherStopped):
                 _wait_for_other_failures(failures, timeout=5.0)
