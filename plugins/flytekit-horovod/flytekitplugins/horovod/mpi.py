@@ -25,6 +25,7 @@ from .executor.rank import (
     flush_streams,
     launched_rank,
     launched_size,
+    start_join_watch,
     start_liveness,
     start_rank,
     start_stall_watch,
@@ -132,7 +133,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
     ctx = FlyteContextManager.current_context()
-    liveness = stall = None
+    liveness = stall = joining = None
 
     def report_lost_rank() -> None:  # from the liveness thread: this rank's main thread is stuck in a collective
         _shims.write_error_document(ctx, failures.error(RankLostError("a rank was lost")))
@@ -145,6 +146,8 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
             time.sleep(mpirun_notices_lost_host_within(settings.lost_rank_timeout))
 
     try:
+        joining = start_join_watch(settings, failures, lambda: _shims.write_error_document(
+            ctx, failures.error(RankLostError("a rank never reached hvd.init()"))))
         rank, size = start_rank(settings)
         liveness = start_liveness(settings, rank, size, failures, report_lost_rank)
         stall = start_stall_watch(settings, rank, size, failures)
@@ -171,7 +174,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
                 _wait_for_other_failures(failures, timeout=5.0)
         raise failures.error(exc) from None
     finally:
-        for watch in (liveness, stall):
+        for watch in (joining, liveness, stall):
             if watch is not None:
                 watch.stop()
         if in_main:

@@ -20,7 +20,7 @@ from typing import List, Optional
 
 import fsspec
 
-from .classify import ECHO, RECOVERABLE, STALLED, exception_kind, headline
+from .classify import ECHO, RECOVERABLE, STALLED, TOLD_BY_RANK_0, exception_kind, headline
 
 _PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the plugin, not only executor/
 
@@ -126,11 +126,11 @@ class RankFailures:
             after = f"; {'rank' if len(others) == 1 else 'ranks'} {ranks} failed after it, as a consequence"
         if first.kind == ECHO:
             after += "; no rank reported a cause of its own: a rank may have been killed or its host lost"
-        if first.kind == STALLED:  # its text names the tensors and ranks: the first line
-            return StalledRanksError(f"{first.text.rstrip()}{after}", rank=first.rank, host=first.host,
-                                     timestamp=first.time)
+        error = StalledRanksError if first.kind == STALLED else RankLostError if first.kind in RECOVERABLE \
+            else RankFailedError
+        if first.kind in TOLD_BY_RANK_0:  # its text names the tensors and ranks: the first line
+            return error(f"{first.text.rstrip()}{after}", rank=first.rank, host=first.host, timestamp=first.time)
         message = f"{first.headline()}{after}:\n{first.text.rstrip()}"
-        error = RankLostError if first.kind in RECOVERABLE else RankFailedError
         return error(message, rank=first.rank, host=first.host, timestamp=first.time)
 
     def clear(self) -> None:

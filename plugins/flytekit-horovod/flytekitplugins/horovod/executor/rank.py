@@ -15,9 +15,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
-from .classify import LOST, STALLED
+from .classify import LOST, NEVER_MET, STALLED
 from .failures import RankFailures, this_host
 from .flyte_context import FlyteRankContext
+from .joining import JoinWatch
 from .liveness import Liveness, LostRank
 from .processes import die_with_launcher
 from .settings import SETTINGS_ENV, Horovod, HorovodConfigError
@@ -109,6 +110,29 @@ def start_rank(settings: Horovod) -> Tuple[int, int]:
     return rank, size
 
 
+def start_join_watch(settings: Horovod, failures: RankFailures,
+                     report: Callable[[], None] = lambda: None) -> Optional[JoinWatch]:
+    """Before ``start_rank``: watch that every rank reaches ``hvd.init()`` (see ``joining``); when one has not after
+    ``start_timeout``, a rank waiting in ``hvd.init()`` records which ranks did and did not reach it, calls ``report``
+    and ends its process (it would wait forever under ``mpirun``). None in a world of one rank or an elastic one."""
+    rank, size = launched_rank() or 0, launched_size() or 1
+    if size < 2 or os.environ.get("HOROVOD_ELASTIC") == "1":
+        return None
+
+    def on_missing(text: str) -> None:
+        try:
+            logger.error("%s; failing the task", text)
+            failures.record(rank, NEVER_MET, text)
+            report()
+        finally:
+            flush_streams()
+            os._exit(1)
+
+    watch = JoinWatch(rank, size, this_host(), failures.folder, settings.start_timeout, on_missing)
+    watch.start()
+    return watch
+
+
 def start_liveness(settings: Horovod, rank: int, size: int, failures: RankFailures,
                    report: Callable[[], None] = lambda: None) -> Optional[Liveness]:
     """Start this rank's heartbeat (see ``liveness``) right after ``start_rank``, unless the settings turn it off,
@@ -161,8 +185,9 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
     """Run a job in this rank process: start the rank, the function, and record a failure before re-raising."""
     rank = launched_rank() or 0
     failures = RankFailures(job.failure_dir)
-    liveness = stall = None
+    liveness = stall = joining = None
     try:
+        joining = start_join_watch(job.settings, failures)
         rank, size = start_rank(job.settings)
         liveness = start_liveness(job.settings, rank, size, failures)
         stall = start_stall_watch(job.settings, rank, size, failures)
@@ -184,7 +209,7 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
         failures.record_exception(rank, exc)
         raise
     finally:
-        for watch in (liveness, stall):
+        for watch in (joining, liveness, stall):
             if watch is not None:
                 watch.stop()
 
