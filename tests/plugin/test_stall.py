@@ -12,6 +12,7 @@ import pytest
 from flytekitplugins.horovod import Horovod, HorovodConfigError, StalledRanksError
 from flytekitplugins.horovod.executor.classify import ECHO, STALLED
 from flytekitplugins.horovod.executor.failures import RankFailures
+from flytekitplugins.horovod.executor.joining import AT_INIT, STARTED, JoinWatch
 from flytekitplugins.horovod.executor.stall import StallParser
 from tests.conftest import ROOT
 
@@ -21,12 +22,14 @@ to be reduced, gathered or broadcasted by subset of ranks and are waiting for re
 seconds. This may indicate that different ranks are trying to submit different tensors or that only subset of ranks \
 is submitting tensors, which will cause deadlock.
 Missing ranks:
+0: [allreduce.grad_1]
 1: [allreduce.epoch_loss, allreduce.x]
 [2026-11-26 10:27:55.382075: E /h/horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be \
 reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 3 seconds. \
 This may indicate that different ranks are trying to submit different tensors or that only subset of ranks is \
 submitting tensors, which will cause deadlock.
 Missing ranks:
+0!: [allreduce.grad_1]
 1!: [allreduce.epoch_loss, allreduce.x]
 One or more rank (marked by "!") is stalled for longer than 12 seconds. Will shutdown.
 """
@@ -37,11 +40,11 @@ def test_horovod_s_report_is_read_as_a_warning_then_a_shutdown():
     parser = StallParser(reports.append)
     for line in REPORT.splitlines():
         parser.line(line)
-    assert [(r.warn_s, r.missing, r.shutdown) for r in reports] == [
-        (3, {1: ["allreduce.epoch_loss", "allreduce.x"]}, False),
-        (3, {1: ["allreduce.epoch_loss", "allreduce.x"]}, True)]
+    missing = {0: ["allreduce.grad_1"], 1: ["allreduce.epoch_loss", "allreduce.x"]}
+    assert [(r.warn_s, r.missing, r.shutdown) for r in reports] == [(3, missing, False), (3, missing, True)]
     described = reports[1].describe(size=3, first_seen=reports[0].seen_at)
-    assert described.startswith("rank 1 never submitted allreduce.epoch_loss, allreduce.x (submitted by ranks 0, 2)")
+    assert described.startswith("rank 0 never submitted allreduce.grad_1 (submitted by ranks 1, 2); rank 1 never "
+                                "submitted allreduce.epoch_loss, allreduce.x (submitted by ranks 0, 2)"), described
 
 
 def test_a_stall_record_is_the_cause_and_a_user_error(tmp_path):
@@ -54,6 +57,15 @@ def test_a_stall_record_is_the_cause_and_a_user_error(tmp_path):
     assert type(error) is StalledRanksError
     assert str(error).splitlines()[0].startswith("Horovod ranks out of step for more than 8 s: rank 1 never submitted")
     assert "rank 1 on" in str(error)  # who failed after it
+
+
+def test_ranks_that_never_met_are_named(tmp_path):
+    watch = JoinWatch(0, 3, "h0", str(tmp_path), 30, lambda text: None)
+    text = watch.describe({0: {"host": "h0", "state": AT_INIT}, 1: {"host": "h1", "state": STARTED}})
+    assert text == ("Horovod ranks never met: rank 0 on h0 waited start_timeout=30 s in hvd.init() for every rank; "
+                    "rank 0 on h0 reached it; rank 1 on h1 started but never reached it (an import or a data load "
+                    "before hvd.init() that does not finish); rank 2 never started (its process or Spark task did not "
+                    "run)")
 
 
 def test_the_setting_reaches_horovod_s_stall_check():

@@ -45,9 +45,8 @@ class StallReport:
         """``tensor(s) X: rank 1 missing, rank 0 waiting; since hh:mm:ss`` for every missing rank."""
         parts = []
         for rank, tensors in sorted(self.missing.items()):
-            names = ", ".join(t.strip() for t in tensors)
-            waiting = [r for r in range(size) if r not in self.missing]
-            parts.append(f"rank {rank} never submitted {names} (submitted by {_ranks(waiting)})")
+            waiting = [r for r in range(size) if r != rank and not set(tensors) & set(self.missing.get(r, ()))]
+            parts.append(f"rank {rank} never submitted {', '.join(tensors)} (submitted by {_ranks(waiting)})")
         since = time.strftime("%H:%M:%S", time.gmtime(first_seen - self.warn_s))
         return f"{'; '.join(parts)}; out of step since {since} UTC or earlier"
 
@@ -75,7 +74,7 @@ class StallParser:
             return
         found = _MISSING.match(text.strip())
         if found:
-            self._report.missing[int(found.group(1))] = found.group(3).split(", ")
+            self._report.missing[int(found.group(1))] = [t.strip() for t in found.group(3).split(", ")]
             self._report.shutdown |= found.group(2) == "!"
         elif SHUTDOWN_MARKER in text:
             self._report.shutdown = True
