@@ -176,13 +176,13 @@ class Horovod:
     def horovodrun_args(self) -> List[str]:
         """``horovodrun`` flags for these settings, controller first."""
         args = [f"--{self.controller}", "--start-timeout", str(self.start_timeout)]
-        for knob, value in self._set_knobs():
-            args += [knob.flag] if knob.to_flag is None else [knob.flag, knob.to_flag(value)]
         if self.stall_timeout is None:
             args.append("--no-stall-check")
         else:
             args += ["--stall-check-warning-time-seconds", str(self.stall_warning_time()),
                      "--stall-check-shutdown-time-seconds", str(self.stall_timeout)]
+        for knob, value in self._set_knobs():
+            args += [knob.flag] if knob.to_flag is None else [knob.flag, knob.to_flag(value)]
         if self.verbose:
             args.append("--verbose")
         return args
