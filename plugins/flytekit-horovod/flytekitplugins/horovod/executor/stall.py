@@ -141,4 +141,4 @@ class StallWatch:
         """Descriptor 2 back to where it went; wait until what was written before is passed on."""
         if self._thread.is_alive():
             os.dup2(self._saved, 2)  # the pipe's last write end closes: the pump reads what is left, then ends
-            self._thread.join(timeout=2)  # a child process may hold the pipe: do not wait for it
+            self._thread.join(timeout=0.5)  # a child process holding the pipe keeps it open: pass on, not wait
