@@ -234,6 +234,11 @@ STALL_CASES = [
      r"^Horovod ranks never met: .*rank 1 on .* started but never reached it"),
     ("gloo", "in-step", "both ranks compute 22 s between two allreduces, in step (no error)", r"^NO ERROR$"),
 ]
+STALL_FLOWS = "tests/plugin/flows/stall_flows.py"  # pyflyte run: an MPIJob and an elastic HorovodJob, stall_timeout=15
+STALL_RUNS = [
+    ("uneven_batches", "`pyflyte run` of a 2-rank PyTorch `MPIJob` whose rank 1 has 3 more batches (gloo)"),
+    ("elastic_out_of_step", "`pyflyte run` of an elastic `HorovodJob` whose rank 1 is stuck outside any collective"),
+]
 
 # ---------------------------------------------------------------- a retry whose previous attempt's checkpoint is broken
 RETRY_PROGRAM = '''
@@ -311,6 +316,9 @@ def cases(work: Path) -> List[Case]:
     for route, how, what, expect in STALL_CASES:
         found.append(Case(f"stall/{route}/{how}", f"{what} ({route})", [sys.executable, str(STALLED_RANK), route, how],
                           expect, succeeds=how == "in-step"))
+    for name, what in STALL_RUNS:
+        found.append(Case(f"stall/pyflyte/{name}", what, ["env", f"PYTHONPATH={ROOT}", PYFLYTE, "run", STALL_FLOWS, name],
+                          r"Horovod ranks out of step for more than 15 s \(stall_timeout\)"))
     retry = work / "retry.py"
     retry.write_text(RETRY_PROGRAM)
     found.append(Case("retry/a broken checkpoint", "a retry whose previous attempt's checkpoint has its weights file "

@@ -106,6 +106,10 @@ class RankFailures:
     def any(self) -> bool:
         return self.fs.exists(self.root) and bool(self.fs.glob(f"{self.root}/rank-*.json"))
 
+    def stalled(self) -> bool:
+        """Whether rank 0 recorded that Horovod's stall check stopped the ranks (see ``stall``)."""
+        return any(f.kind == STALLED for f in self.failures())
+
     def has_cause(self) -> bool:
         """Whether a rank recorded a cause of its own (not an echo): the failure can be attributed now."""
         return any(f.kind != ECHO for f in self.failures())
