@@ -231,6 +231,28 @@ RANK_CASES = [
      ] + [(route, "late-raise", r"Horovod rank 1 failed on host") for route in ("gloo", "mpi", "spark")]
 RANK_WHAT = {"raise": "runs raise", "late-raise": "raises 3 s after rank 0 returned"}
 
+# ---------------------------------------------------------------- ranks out of step: a program run as a user runs it
+STALLED_RANK = ROOT / "tests" / "support" / "stalled_rank.py"  # stall_timeout=15, start_timeout=30
+OUT_OF_STEP = r"^Horovod ranks out of step for more than 15 s .*rank 1 never submitted"
+STALL_CASES = [
+    ("gloo", "uneven-torch", "rank 1 has 3 more batches than rank 0, PyTorch", OUT_OF_STEP),
+    ("mpi", "uneven-torch", "rank 1 has 3 more batches than rank 0, PyTorch", OUT_OF_STEP),
+    ("spark", "uneven-torch", "rank 1 has 3 more batches than rank 0, PyTorch", OUT_OF_STEP),
+    ("gloo", "uneven-keras", "rank 1 has 3 more batches than rank 0, Keras `fit`", OUT_OF_STEP),
+    ("mpi", "uneven-keras", "rank 1 has 3 more batches than rank 0, Keras `fit`", OUT_OF_STEP),
+    ("gloo", "stuck", "rank 1 stuck in its own code, outside any collective", OUT_OF_STEP),
+    ("mpi", "before-init", "rank 1 stuck before `hvd.init()`",
+     r"^Horovod ranks never met: .*rank 1 on .* started but never reached it"),
+    ("gloo", "before-init", "rank 1 stuck before `hvd.init()`",
+     r"^Horovod ranks never met: .*rank 1 on .* started but never reached it"),
+    ("gloo", "in-step", "both ranks compute 22 s between two allreduces, in step (no error)", r"^NO ERROR$"),
+]
+STALL_FLOWS = "tests/plugin/flows/stall_flows.py"  # pyflyte run: an MPIJob and an elastic HorovodJob, stall_timeout=15
+STALL_RUNS = [
+    ("uneven_batches", "`pyflyte run` of a 2-rank PyTorch `MPIJob` whose rank 1 has 3 more batches (gloo)"),
+    ("elastic_out_of_step", "`pyflyte run` of an elastic `HorovodJob` whose rank 1 is stuck outside any collective"),
+]
+
 # ---------------------------------------------------------------- a retry whose previous attempt's checkpoint is broken
 RETRY_PROGRAM = '''
 """The registered train_mpi task, run as propeller and the MPI operator run it: attempt 1 saves its checkpoint, its
@@ -304,6 +326,12 @@ def cases(work: Path) -> List[Case]:
         what = f"rank 1 {RANK_WHAT.get(how, how)} ({route})"
         command = [sys.executable, str(FAULTY_RANK), route, how, "--lost-rank-timeout", "10"]
         found.append(Case(f"ranks/{route}/{how}", what, command, expect))
+    for route, how, what, expect in STALL_CASES:
+        found.append(Case(f"stall/{route}/{how}", f"{what} ({route})", [sys.executable, str(STALLED_RANK), route, how],
+                          expect, succeeds=how == "in-step"))
+    for name, what in STALL_RUNS:
+        found.append(Case(f"stall/pyflyte/{name}", what, ["env", f"PYTHONPATH={ROOT}", PYFLYTE, "run", STALL_FLOWS, name],
+                          r"Horovod ranks out of step for more than 15 s \(stall_timeout\)"))
     retry = work / "retry.py"
     retry.write_text(RETRY_PROGRAM)
     found.append(Case("retry/a broken checkpoint", "a retry whose previous attempt's checkpoint has its weights file "
@@ -460,7 +488,9 @@ as designed. Each row is one command run as a user would run it: `pyflyte run wo
 copy of the synthetic data or with bad `--hp` options, a Python line that builds a bad setting or passes a value that
 cannot be pickled, a `HorovodRunner` program whose rank 1 raises, exits, is killed, freezes (SIGSTOP, as a rank whose
 host is gone looks) or raises after rank 0 has returned, on local Gloo ranks, local `mpirun` ranks or Spark tasks
-(local mode); the user pressing Ctrl-C or killing `pyflyte` with `kill -9` mid-run; a tmpfs of 256 KB or 1 MB as
+(local mode); kind `stall`: ranks out of step (uneven batches, a rank stuck in its own code or before `hvd.init()`)
+under `Horovod(stall_timeout=15, start_timeout=30)`, and ranks in step but slower than that, which must not fail; the
+user pressing Ctrl-C or killing `pyflyte` with `kill -9` mid-run; a tmpfs of 256 KB or 1 MB as
 TMPDIR (a full disk). Kind `accepted` is data that looks broken but is valid: the design is a run that ends with a forecast (one
 epoch; the data is what matters), and its row shows the forecast's line. Kind `security` is an attack on a running
 job by whoever lacks its secret (another local user, run as `nobody`, or a process not given it:

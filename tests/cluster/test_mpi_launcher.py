@@ -179,3 +179,27 @@ def test_a_launcher_asked_to_stop_stops_its_ranks(flows_registration, tmp_path):
     while _leftovers(ran.marker) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _leftovers(ran.marker) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["out_of_step_mpi", "out_of_step_gloo"])
+def test_ranks_out_of_step_are_the_named_user_error_the_launcher_writes(flows_registration, tmp_path, task):
+    """Rank 1 sleeps outside any collective while rank 0 waits in one: Horovod's stall check (stall_timeout=8) stops
+    the ranks, and error.pb names the tensor and the missing rank, non-recoverable (a retry would stall again)."""
+    from flyteidl.core import errors_pb2
+
+    template = flows_registration.task(f"{FLOWS}.{task}")
+    attempt = Attempt(tmp_path / "attempt")
+    attempt.write_inputs(template, {})
+    started = time.monotonic()
+    ran = mpi_launcher(template, attempt, tmp_path)
+    seconds = time.monotonic() - started
+    assert attempt.error_files() == ["error.pb"], ran.output[-4000:]
+    error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error
+    assert error.kind == errors_pb2.ContainerError.NON_RECOVERABLE, error.message
+    first = error.message.splitlines()[0]
+    assert "StalledRanksError" in error.message and "rank 1 never submitted allreduce.epoch_metric" in error.message, \
+        error.message
+    assert seconds < 8 + 15 + 30, (seconds, first)  # the setting + 15 s, + starting TensorFlow in two ranks
+    time.sleep(0.5)
+    assert _leftovers(ran.marker) == []

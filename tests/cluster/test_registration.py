@@ -21,6 +21,8 @@ FLOWS_DESIGN = {
     "rank_one_fails": c.MpiRoute(workers=2, slots=1, launcher="mpirun"),
     "rank_one_killed_mpi": c.MpiRoute(workers=2, slots=1, launcher="mpirun"),
     "rank_one_killed_gloo": c.MpiRoute(workers=1, slots=2, launcher="horovodrun"),
+    "out_of_step_mpi": c.MpiRoute(workers=2, slots=1, launcher="mpirun"),
+    "out_of_step_gloo": c.MpiRoute(workers=1, slots=2, launcher="horovodrun"),
     "waits_to_be_stopped": c.MpiRoute(workers=1, slots=2, launcher="horovodrun"),
     "spark_rank_fails": c.SparkRoute(spark_conf={"spark.sql.shuffle.partitions": "4"}, ranks=2),
     "elastic_allreduce": c.ElasticRoute(workers=2, min_workers=1, max_workers=2),

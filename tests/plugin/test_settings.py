@@ -4,10 +4,13 @@ import pytest
 
 from flytekitplugins.horovod import Horovod, HorovodConfigError
 
+STALL_CHECK = ["--stall-check-warning-time-seconds", "60", "--stall-check-shutdown-time-seconds", "300"]
 
-def test_defaults_set_only_the_start_timeout():
-    assert Horovod().env() == {"HOROVOD_START_TIMEOUT": "60"}
-    assert Horovod().horovodrun_args() == ["--gloo", "--start-timeout", "60"]
+
+def test_defaults_set_only_the_start_timeout_and_the_stall_check():
+    assert Horovod().env() == {"HOROVOD_START_TIMEOUT": "60", "HOROVOD_STALL_CHECK_TIME_SECONDS": "60",
+                               "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "300"}
+    assert Horovod().horovodrun_args() == ["--gloo", "--start-timeout", "60", *STALL_CHECK]
 
 
 def test_every_setting_becomes_env_and_flag():
@@ -38,9 +41,11 @@ def test_every_setting_becomes_env_and_flag():
         "HOROVOD_HIERARCHICAL_ALLGATHER": "1",
         "HOROVOD_LOG_LEVEL": "DEBUG",
         "HOROVOD_START_TIMEOUT": "90",
+        "HOROVOD_STALL_CHECK_TIME_SECONDS": "60",
+        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "300",
     }
     assert s.horovodrun_args() == [
-        "--mpi", "--start-timeout", "90",
+        "--mpi", "--start-timeout", "90", *STALL_CHECK,
         "--fusion-threshold-mb", "64",
         "--cycle-time-ms", "3.5",
         "--cache-capacity", "2048",
@@ -107,7 +112,9 @@ def test_horovodrun_accepts_the_flags():
     Horovod(fusion_threshold_mb=8.0, cycle_time_ms=1.5, autotune=True, autotune_log_file="a.csv", log_level="info",
             timeline_filename="t.json", timeline_mark_cycles=True, hierarchical_allgather=True, cache_capacity=16,
             start_timeout=90),
-], ids=["defaults", "zeros", "every-knob"])
+    Horovod(stall_timeout=None),
+    Horovod(stall_timeout=7),
+], ids=["defaults", "zeros", "every-knob", "no-stall-check", "stall-timeout"])
 def test_env_is_what_horovodrun_itself_makes_of_the_flags(settings, monkeypatch):
     """Horovod.env() (what the local launcher and Spark give each rank, and mpirun's -x pairs) equals what
     horovodrun (the cluster launcher's command) makes of Horovod.horovodrun_args() with its own parser and

@@ -2,8 +2,8 @@
 the MPI operator's launcher and the Spark operator's driver would run.
 
 Every rank writes ``rank-<r>.json`` into ``marker_dir`` (a plain path, shared by the ranks of a local run), so a test
-can prove how many ranks ran the body and what each one saw. ``rank_one_fails`` and ``rank_one_killed_*`` are the
-failure paths. ``CLUSTER_FLOWS_BREAK`` deliberately breaks the config
+can prove how many ranks ran the body and what each one saw. ``rank_one_fails``, ``rank_one_killed_*`` and
+``out_of_step_*`` are the failure paths. ``CLUSTER_FLOWS_BREAK`` deliberately breaks the config
 (``ranks``: 3 MPI ranks instead of 2; ``task_type``: the Spark-route task loses its Spark config) so that a test can
 show the registration checks catch it.
 """
@@ -158,6 +158,33 @@ def rank_one_killed_mpi() -> float:
 def rank_one_killed_gloo() -> float:
     """MPI route, controller gloo: rank 1 is killed after the ranks met; horovodrun exits non-zero."""
     return _rank_one_lost("kill")
+
+
+def _rank_one_out_of_step() -> float:
+    """Rank 1 sleeps in its own code, outside any collective, while rank 0 waits in an allreduce."""
+    import time
+
+    import horovod.torch as hvd
+    import torch
+
+    hvd.allreduce(torch.tensor(1.0), name="warm_up")
+    if hvd.rank() == 1:
+        time.sleep(600)  # a data loader that never yields
+    return float(hvd.allreduce(torch.tensor(1.0), name="epoch_metric"))
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi", framework="pytorch",
+                                                                   stall_timeout=8)))
+def out_of_step_mpi() -> float:
+    """MPI route, controller mpi: rank 1 out of step; Horovod's stall check stops the ranks after 8 s."""
+    return _rank_one_out_of_step()
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=1), slots=2, horovod=Horovod(controller="gloo",
+                                                                                 framework="pytorch", stall_timeout=8)))
+def out_of_step_gloo() -> float:
+    """MPI route, controller gloo (horovodrun): rank 1 out of step; stopped after 8 s."""
+    return _rank_one_out_of_step()
 
 
 @task(task_config=MPIJob(worker=Worker(replicas=1), slots=2, horovod=Horovod(controller="gloo")))

@@ -48,7 +48,7 @@ else:
 
     from .disk_full import DiskFullError, names_a_full_disk
     from .elastic import HorovodElasticFunctionTask, HorovodJob
-    from .errors import RankFailedError, RankLostError
+    from .errors import RankFailedError, RankLostError, StalledRanksError
     from .executor.settings import Horovod, HorovodConfigError, compression, current_settings
     from .image_spec import horovod_image_spec
     from .mpi import HorovodMPIFunctionTask, MPIJob
@@ -84,6 +84,7 @@ else:
         "RankFailedError",
         "RankLostError",
         "RestartPolicy",
+        "StalledRanksError",
         "RunPolicy",
         "Worker",
         "compression",

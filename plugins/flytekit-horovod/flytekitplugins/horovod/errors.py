@@ -1,6 +1,8 @@
 """The errors a Horovod task raises for its ranks' failures (which failure is which: ``classify``):
 
 - ``RankFailedError``: the task body raised in a rank (a user error: retrying will not help);
+- ``StalledRanksError`` (a ``RankFailedError``): ranks out of step for longer than ``Horovod(stall_timeout=...)``,
+  stopped by Horovod's stall check; a retry would stall the same way;
 - ``RankLostError`` (a ``FlyteRecoverableException``, so Flyte's ``retries`` re-run the task): a rank was killed or
   died without an exception (signal, OOM killer, native crash), its host or link was lost, the ranks never met
   (rendezvous timeout), or the body raised ``FlyteRecoverableException`` itself;
@@ -22,6 +24,11 @@ class RankFailedError(RuntimeError):
                  timestamp: Optional[float] = None):
         super().__init__(message)
         self.rank, self.host, self.timestamp = rank, host, timestamp
+
+
+class StalledRanksError(RankFailedError):
+    """Ranks out of step: some submitted a collective the others never did, for longer than ``stall_timeout``. The
+    first line names the tensors, the missing and the waiting ranks, since when, and the usual causes."""
 
 
 class RankLostError(FlyteRecoverableException):

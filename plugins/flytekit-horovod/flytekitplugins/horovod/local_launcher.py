@@ -185,7 +185,8 @@ def run_local_elastic(
     processes = Processes(output)
     try:
         processes.start("horovodrun", args, env, prefix=None, die_with_parent=True)
-        failed = processes.wait()
+        # Horovod's elastic loop takes the stall check's shutdown for a reset and runs the stalled step again
+        failed = processes.wait(give_up=failures.stalled)
         if failed is not None:
             raise RuntimeError(processes.describe_exit(*failed))
         return read_results(job_dir, 1)[0]

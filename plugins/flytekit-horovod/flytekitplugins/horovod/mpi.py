@@ -18,11 +18,20 @@ from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
 from .constructs import refuse_dynamic
-from .errors import LauncherStopped, RankLostError
+from .errors import LauncherStopped, RankLostError, StalledRanksError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
-from .executor.rank import current_rank, launched_rank, launched_size, start_liveness, start_rank
+from .executor.rank import (
+    current_rank,
+    flush_streams,
+    launched_rank,
+    launched_size,
+    start_join_watch,
+    start_liveness,
+    start_rank,
+    start_stall_watch,
+)
 from .executor.settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within, whole_number
 from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
@@ -147,7 +156,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
     ctx = FlyteContextManager.current_context()
-    liveness = None
+    liveness = stall = joining = None
 
     def report_lost_rank() -> None:  # from the liveness thread: this rank's main thread is stuck in a collective
         _shims.write_error_document(ctx, failures.error(RankLostError("a rank was lost")))
@@ -160,24 +169,37 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
             time.sleep(mpirun_notices_lost_host_within(settings.lost_rank_timeout))
 
     try:
+        joining = start_join_watch(settings, failures, lambda: _shims.write_error_document(
+            ctx, failures.error(RankLostError("a rank never reached hvd.init()"))))
         rank, size = start_rank(settings)
         liveness = start_liveness(settings, rank, size, failures, report_lost_rank)
+        stall = start_stall_watch(settings, rank, size, failures)
         result = task._task_function(**kwargs)
         rank = current_rank(settings, rank)
         hvd = settings.module()
         if hvd is not None and hasattr(hvd, "join"):
             hvd.join()  # rank 0 must not report success while another rank is still failing
     except Exception as exc:
+        if stall is not None:
+            stall.stop()  # its record of a stall comes first: the exception is its echo
         failures.record_exception(rank, exc)
         if rank != 0:  # the same report as rank 0's (all ranks write one error.pb): never a bare echo
             raise failures.error(exc) from None
+        error = failures.error(exc)
+        if isinstance(error, StalledRanksError):
+            # a rank stuck in its own code never sees Horovod's shutdown, and pyflyte-execute would exit 0 after writing
+            # error.pb: exit non-zero, so that the launcher (mpirun, horovodrun) ends every rank
+            _shims.write_error_document(ctx, error)
+            flush_streams()
+            os._exit(1)
         if not stopped:
             with contextlib.suppress(LauncherStopped):
                 _wait_for_other_failures(failures, timeout=5.0)
         raise failures.error(exc) from None
     finally:
-        if liveness is not None:
-            liveness.stop()
+        for watch in (joining, liveness, stall):
+            if watch is not None:
+                watch.stop()
         if in_main:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     if rank != 0:

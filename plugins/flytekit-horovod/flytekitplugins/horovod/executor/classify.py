@@ -12,10 +12,14 @@ from typing import NamedTuple, Optional, Tuple
 
 # How a rank failed, as its failure record says.
 RAISED, RECOVERABLE_RAISED, DIED, LOST, ECHO = "raised", "raised-recoverable", "died", "lost", "echo"
+STALLED = "stalled"  # ranks out of step, stopped by Horovod's stall check (see ``stall``): a user error
+NEVER_MET = "never-met"  # a rank never reached hvd.init() within start_timeout (see ``joining``)
 # The kinds whose task error is RankLostError (Flyte's retries apply): a rank killed or lost, a body that raised
 # FlyteRecoverableException, and an echo with no cause before it (the rank that caused it left no record: killed, or
 # its host lost). RAISED alone is a user error (RankFailedError).
-RECOVERABLE = (RECOVERABLE_RAISED, DIED, LOST, ECHO)
+RECOVERABLE = (RECOVERABLE_RAISED, DIED, LOST, ECHO, NEVER_MET)
+# The kinds whose record's text is the error's first line (it names the ranks itself), recorded by rank 0
+TOLD_BY_RANK_0 = (STALLED, NEVER_MET)
 # Texts of the errors a rank gets when ANOTHER rank failed or left (Horovod's shutdown, Gloo's broken connections).
 ECHO_MARKERS = (
     "Horovod has been shut down",
@@ -68,7 +72,8 @@ def _is_instance(exc: BaseException, module: str, name: str) -> bool:
 
 def headline(kind: str, rank: int, host: str) -> str:
     """The first line of a rank's failure of ``kind``: ``Horovod rank 1 died on host h``."""
-    verb = {RAISED: "failed", RECOVERABLE_RAISED: "failed", DIED: "died", LOST: "was lost", ECHO: "failed"}
+    verb = {RAISED: "failed", RECOVERABLE_RAISED: "failed", DIED: "died", LOST: "was lost", ECHO: "failed",
+            STALLED: "stopped the ranks out of step", NEVER_MET: "waited for ranks that never met"}
     return f"Horovod rank {rank} {verb[kind]} on host {host}"
 
 

@@ -20,7 +20,7 @@ from typing import List, Optional
 
 import fsspec
 
-from .classify import ECHO, RECOVERABLE, exception_kind, headline
+from .classify import ECHO, RECOVERABLE, STALLED, TOLD_BY_RANK_0, exception_kind, headline
 
 _PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the plugin, not only executor/
 
@@ -86,12 +86,14 @@ class RankFailures:
         record_failure(self.folder, rank, kind, text, replace, host)
 
     def record_exception(self, rank: int, exc: BaseException) -> None:
-        """Record what a rank raised, its traceback starting at the first frame outside this plugin."""
+        """Record what a rank raised, its traceback starting at the first frame outside this plugin; an echo never
+        replaces a cause the rank recorded before (rank 0's stall report, then the shutdown it caused)."""
         tb = exc.__traceback__
         while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename.startswith(_PLUGIN_DIR):
             tb = tb.tb_next
         text = "".join(traceback.format_exception(type(exc), exc, tb))
-        self.record(rank, exception_kind(exc), text)
+        kind = exception_kind(exc)
+        self.record(rank, kind, text, replace=kind != ECHO)
 
     def failures(self) -> List[RankFailure]:
         """Every recorded failure: causes first (user errors and lost ranks, earliest first), then echoes."""
@@ -104,13 +106,17 @@ class RankFailures:
     def any(self) -> bool:
         return self.fs.exists(self.root) and bool(self.fs.glob(f"{self.root}/rank-*.json"))
 
+    def stalled(self) -> bool:
+        """Whether rank 0 recorded that Horovod's stall check stopped the ranks (see ``stall``)."""
+        return any(f.kind == STALLED for f in self.failures())
+
     def has_cause(self) -> bool:
         """Whether a rank recorded a cause of its own (not an echo): the failure can be attributed now."""
         return any(f.kind != ECHO for f in self.failures())
 
     def error(self, launcher_error: BaseException) -> Exception:
         """One error for the task: the first cause, with its rank, host and text, and who failed after it."""
-        from ..errors import RankFailedError, RankLostError
+        from ..errors import RankFailedError, RankLostError, StalledRanksError
 
         failures = self.failures()
         if not failures and isinstance(launcher_error, (RankFailedError, RankLostError)):
@@ -124,8 +130,11 @@ class RankFailures:
             after = f"; {'rank' if len(others) == 1 else 'ranks'} {ranks} failed after it, as a consequence"
         if first.kind == ECHO:
             after += "; no rank reported a cause of its own: a rank may have been killed or its host lost"
+        error = StalledRanksError if first.kind == STALLED else RankLostError if first.kind in RECOVERABLE \
+            else RankFailedError
+        if first.kind in TOLD_BY_RANK_0:  # its text names the tensors and ranks: the first line
+            return error(f"{first.text.rstrip()}{after}", rank=first.rank, host=first.host, timestamp=first.time)
         message = f"{first.headline()}{after}:\n{first.text.rstrip()}"
-        error = RankLostError if first.kind in RECOVERABLE else RankFailedError
         return error(message, rank=first.rank, host=first.host, timestamp=first.time)
 
     def clear(self) -> None:

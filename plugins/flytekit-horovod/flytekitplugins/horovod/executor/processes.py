@@ -112,8 +112,12 @@ class Processes:
         return proc
 
     def wait(self, poll: float = 0.02, on_exit: Optional[Callable[[int, int], None]] = None,
-             settled: Callable[[], bool] = lambda: True, settle_s: float = SETTLE_S) -> Optional[Tuple[int, int]]:
+             settled: Callable[[], bool] = lambda: True, settle_s: float = SETTLE_S,
+             give_up: Callable[[], bool] = lambda: False) -> Optional[Tuple[int, int]]:
         """Wait until all exited; at the first non-zero exit stop the others and return (index, exit code).
+
+        ``give_up()`` (asked once a second) ending the wait stops every process and returns (0, -SIGTERM): the job
+        failed while its processes run on (an elastic job that would run a stalled step again).
 
         ``on_exit(index, code)`` is called for every process that exited non-zero by itself, before the others are
         stopped, so whoever watches can record which process really failed. After the first, the others are left
@@ -122,8 +126,13 @@ class Processes:
         """
         try:
             seen: Dict[int, int] = {}
-            deadline = None
+            deadline, ask_at = None, time.monotonic() + 1
             while True:
+                if time.monotonic() > ask_at:
+                    ask_at = time.monotonic() + 1
+                    if give_up():
+                        self.stop()
+                        return 0, -signal.SIGTERM
                 codes = [p.poll() for p in self.procs]
                 for index, code in enumerate(codes):
                     if code not in (None, 0) and index not in seen:

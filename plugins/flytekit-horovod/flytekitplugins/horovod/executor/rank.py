@@ -15,15 +15,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
-from .classify import LOST
+from .classify import LOST, NEVER_MET, STALLED
 from .elastic_rendezvous import sign_worker_addresses
 from .failures import RankFailures, this_host
 from .flyte_context import FlyteRankContext
 from .job_secret import SECRET_ENV, job_secret
+from .joining import JoinWatch
 from .liveness import Liveness, LostRank
 from .loopback import bind_horovod_to_loopback
 from .processes import die_with_launcher
 from .settings import SETTINGS_ENV, Horovod, HorovodConfigError
+from .stall import StallWatch
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -115,6 +117,29 @@ def start_rank(settings: Horovod) -> Tuple[int, int]:
     return rank, size
 
 
+def start_join_watch(settings: Horovod, failures: RankFailures,
+                     report: Callable[[], None] = lambda: None) -> Optional[JoinWatch]:
+    """Before ``start_rank``: watch that every rank reaches ``hvd.init()`` (see ``joining``); when one has not after
+    ``start_timeout``, a rank waiting in ``hvd.init()`` records which ranks did and did not reach it, calls ``report``
+    and ends its process (it would wait forever under ``mpirun``). None in a world of one rank or an elastic one."""
+    rank, size = launched_rank() or 0, launched_size() or 1
+    if size < 2 or os.environ.get("HOROVOD_ELASTIC") == "1":
+        return None
+
+    def on_missing(text: str) -> None:
+        try:
+            logger.error("%s; failing the task", text)
+            failures.record(rank, NEVER_MET, text)
+            report()
+        finally:
+            flush_streams()
+            os._exit(1)
+
+    watch = JoinWatch(rank, size, this_host(), failures.folder, settings.start_timeout, on_missing)
+    watch.start()
+    return watch
+
+
 def start_liveness(settings: Horovod, rank: int, size: int, failures: RankFailures,
                    report: Callable[[], None] = lambda: None) -> Optional[Liveness]:
     """Start this rank's heartbeat (see ``liveness``) right after ``start_rank``, unless the settings turn it off,
@@ -151,6 +176,16 @@ def start_liveness(settings: Horovod, rank: int, size: int, failures: RankFailur
     return liveness
 
 
+def start_stall_watch(settings: Horovod, rank: int, size: int, failures: RankFailures) -> Optional[StallWatch]:
+    """On rank 0 (Horovod's coordinator, the only rank its stall check runs on) of a world of several ranks, after
+    ``start_rank``: watch its stall reports (see ``stall``), the one that stops the ranks recorded as the job's
+    failure. None where the stall check is off or the body initialises Horovod itself."""
+    if rank != 0 or size < 2 or settings.stall_timeout is None or settings.framework is None:
+        return None
+    return StallWatch(size, this_host(), settings.stall_timeout,
+                      lambda text: failures.record(0, STALLED, text))
+
+
 def current_rank(settings: Horovod, fallback: int) -> int:
     """This process's rank now: elastic jobs renumber their ranks when workers leave or join."""
     hvd = settings.module()
@@ -161,10 +196,12 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
     """Run a job in this rank process: start the rank, the function, and record a failure before re-raising."""
     rank = launched_rank() or 0
     failures = RankFailures(job.failure_dir)
-    liveness = None
+    liveness = stall = joining = None
     try:
+        joining = start_join_watch(job.settings, failures)
         rank, size = start_rank(job.settings)
         liveness = start_liveness(job.settings, rank, size, failures)
+        stall = start_stall_watch(job.settings, rank, size, failures)
         fn = cloudpickle.loads(job.fn)
         if job.flyte is None:
             value, decks = fn(**job.kwargs), []
@@ -178,11 +215,14 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
         pickled(value, f"rank {rank}'s result", TypeError)  # a user error, recorded as raised: never a lost rank
         return RankResult(value, decks if rank == 0 else [])
     except BaseException as exc:  # report, then let the launcher see the failure
+        if stall is not None:
+            stall.stop()  # its record of a stall comes first: the exception is its echo
         failures.record_exception(rank, exc)
         raise
     finally:
-        if liveness is not None:
-            liveness.stop()
+        for watch in (joining, liveness, stall):
+            if watch is not None:
+                watch.stop()
 
 
 def pickled(value: Any, what: str, error: type) -> bytes:

@@ -83,6 +83,11 @@ class Horovod:
         lost_rank_timeout: seconds rank 0 waits to hear from a rank before it fails the task naming that rank and
             its host as lost (a host or network link gone, a frozen process); None turns the check off. Horovod's
             collectives alone would wait forever (MPI) or blame the rank that waited (Gloo).
+        stall_timeout: seconds ranks may be out of step (some ranks submitted a collective, others not) before the
+            task fails naming the tensors and the missing ranks (``StalledRanksError``): Horovod's stall check
+            (``HOROVOD_STALL_SHUTDOWN_TIME_SECONDS``; it warns from a quarter of this time, at most 60 s). Ranks that
+            compute in step, however long, are never stopped. None turns the stall check off (a stalled job waits
+            forever).
         log_level: Horovod's own log level (TRACE, DEBUG, INFO, WARNING, ERROR, FATAL).
         verbose: make the launchers log what they start (commands, hosts, environment) and pass
             ``--verbose`` to horovodrun / a verbose level to horovod.spark.
@@ -102,6 +107,7 @@ class Horovod:
     fp16_compression: bool = False
     start_timeout: int = 60
     lost_rank_timeout: Optional[float] = 20.0
+    stall_timeout: Optional[int] = 300
     log_level: Optional[str] = None
     verbose: bool = False
 
@@ -133,6 +139,8 @@ class Horovod:
             problems.append(f"start_timeout={self.start_timeout} must be positive (seconds)")
         if self.lost_rank_timeout is not None and self.lost_rank_timeout <= 0:
             problems.append(f"lost_rank_timeout={self.lost_rank_timeout} must be positive (seconds) or None")
+        if self.stall_timeout is not None and self.stall_timeout < 1:
+            problems.append(f"stall_timeout={self.stall_timeout} must be at least 1 (seconds) or None")
         if self.log_level is not None and self.log_level.upper() not in LOG_LEVELS:
             problems.append(f"log_level={self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
         if self.autotune_log_file and not self.autotune:
@@ -153,11 +161,26 @@ class Horovod:
         """The ``HOROVOD_*`` environment variables for these settings (only the ones that are set)."""
         env = {knob.env: knob.to_env(value) for knob, value in self._set_knobs()}
         env["HOROVOD_START_TIMEOUT"] = str(self.start_timeout)
+        if self.stall_timeout is None:
+            env["HOROVOD_STALL_CHECK_DISABLE"] = "1"
+        else:
+            env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(self.stall_warning_time())
+            env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(self.stall_timeout)
         return env
+
+    def stall_warning_time(self) -> int:
+        """When Horovod's stall check first warns (and how often it looks): a quarter of ``stall_timeout``, at most
+        Horovod's own 60 s, so the job fails at most this long after ``stall_timeout``."""
+        return max(1, min(60, (self.stall_timeout or 0) // 4))
 
     def horovodrun_args(self) -> List[str]:
         """``horovodrun`` flags for these settings, controller first."""
         args = [f"--{self.controller}", "--start-timeout", str(self.start_timeout)]
+        if self.stall_timeout is None:
+            args.append("--no-stall-check")
+        else:
+            args += ["--stall-check-warning-time-seconds", str(self.stall_warning_time()),
+                     "--stall-check-shutdown-time-seconds", str(self.stall_timeout)]
         for knob, value in self._set_knobs():
             args += [knob.flag] if knob.to_flag is None else [knob.flag, knob.to_flag(value)]
         if self.verbose:
