@@ -256,7 +256,8 @@ def _train_on_ranks(task_name: str, train_rank: typing.Callable[..., typing.Any]
     return FlyteDirectory(out)
 
 
-@task(task_config=MPIJob(worker=Worker(replicas=RANKS)), enable_deck=True, requests=Resources(cpu="2", mem="8Gi"))
+@task(task_config=MPIJob(worker=Worker(replicas=RANKS), horovod=Horovod(framework="tensorflow")), enable_deck=True,
+      requests=Resources(cpu="2", mem="8Gi"))
 @timed
 def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     """The MPI route: this body runs on every rank, where the plugin has already initialised ``horovod.tensorflow``;

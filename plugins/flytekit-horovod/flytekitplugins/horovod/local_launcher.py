@@ -170,8 +170,9 @@ def run_local_elastic(
 
 def _job(fn: Callable, kwargs: Optional[Dict[str, Any]], settings: Horovod, flyte: Optional[FlyteRankContext],
          all_ranks: bool = False) -> Tuple[str, str, RankFailures, Dict[str, str]]:
-    """What both local launches set up: the settings checked, a job folder with the pickled job and the ranks'
+    """What both local launches set up: the settings for ``fn`` checked, a job folder with the pickled job and the ranks'
     failure records; returns (job folder, job file, failure records, the environment the ranks get on top)."""
+    settings = settings.for_body(fn)
     settings.check_before_launch()
     job_dir = tempfile.mkdtemp(prefix="horovod-job-")
     failures = RankFailures(os.path.join(job_dir, "failures"))

@@ -107,7 +107,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     """
     import flytekit
 
-    settings = task.task_config.horovod
+    settings = task.task_config.horovod.for_body(task._task_function)
     settings.check_framework()  # a framework this image's Horovod lacks: the same error, first, on every rank
     rank, size = launched_rank(), launched_size()
     failures = job_failures(flytekit.current_context().raw_output_prefix)

@@ -103,6 +103,7 @@ def run_on_spark(
     controller's launcher, and the Gloo ranks of a local session, which append to its log file); else the Gloo ranks
     print where their Spark tasks run (an executor's log on a cluster).
     """
+    settings = settings.for_body(fn)
     settings.check_before_launch()
     wait_for_slots(spark, num_proc, settings.start_timeout)
     failures = RankFailures(failure_dir)
