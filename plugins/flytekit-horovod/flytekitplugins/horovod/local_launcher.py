@@ -20,6 +20,7 @@ from .executor import gloo
 from .executor.classify import DIED, mpirun_failed_rank
 from .executor.failures import RankFailures
 from .executor.flyte_context import FlyteRankContext
+from .executor.noise import quiet_env
 from .executor.processes import PARENT_PID_ENV, Processes
 from .executor.rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
 from .executor.rank_output import RankOutput
@@ -179,7 +180,8 @@ def _job(fn: Callable, kwargs: Optional[Dict[str, Any]], settings: Horovod, flyt
     job_path = os.path.join(job_dir, "job.pkl")
     write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
                                                       all_ranks=all_ranks, workdir=job_dir)))
-    return job_dir, job_path, failures, {**settings.env(), "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn)}
+    return job_dir, job_path, failures, {**settings.env(), **quiet_env(settings.verbose), "PYTHONUNBUFFERED": "1",
+                                         "PYTHONPATH": import_path(fn)}
 
 
 def interrupted(processes: Processes) -> InterruptedByUser:

@@ -20,6 +20,7 @@ from .errors import LauncherStopped, RankLostError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
+from .executor.noise import quiet_this_process
 from .executor.rank import current_rank, launched_rank, launched_size, start_liveness, start_rank
 from .executor.settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within, whole_number
 from .horovod_deck import add_horovod_deck
@@ -92,6 +93,7 @@ class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
         config = self.task_config
         if launched_rank() is not None:
             return execute_in_world(self, kwargs)
+        quiet_this_process(config.horovod.verbose)  # this task's process, and the local tasks after it
         results = run_local(self._task_function, kwargs, num_proc=config.num_ranks, settings=config.horovod,
                             flyte=FlyteRankContext.capture())
         return adopt(results[0], config.horovod)

@@ -21,16 +21,17 @@ from .disk_full import disk_full_error
 from .errors import lost_in_horovod_launcher
 from .executor import _shims
 from .executor.classify import rank_of
+from .executor.noise import quiet_this_process
 from .executor.rank import import_path
 from .executor.rank_output import RankOutput, log_dir
 from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .horovod_deck import add_horovod_deck
 from .interrupt import stops_spark_on_interrupt
+from .local_driver import LOOPBACK, quiet_in_local_runs, quiet_local_driver
 from .spark_launcher import run_on_spark, spark_slots
 
 logger = logging.getLogger("flytekitplugins.horovod")
 CONTEXT_ATTR = "HOROVOD_SPARK"  # flytekit.current_context().horovod_spark inside a HorovodSpark task
-LOOPBACK = "127.0.0.1"
 
 
 @dataclass
@@ -87,14 +88,17 @@ def prepare_local_session(num_proc: int, spark_conf: Optional[Dict[str, str]] = 
     A ``local[N]`` master with a slot per rank, and the driver advertised on the loopback address it is bound to
     (else, where the host name resolves to a loopback address, Spark advertises another interface and cannot fetch
     task results over 1 MB). Also makes Spark's Python workers run this interpreter (the one with Horovod) rather
-    than ``python3`` on PATH, unless ``PYSPARK_PYTHON`` says otherwise: pyspark reads only that variable.
+    than ``python3`` on PATH, unless ``PYSPARK_PYTHON`` says otherwise: pyspark reads only that variable. No progress
+    bars: they would break into the ranks' lines on the console.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = dict(spark_conf or {})
     conf.setdefault("spark.master", f"local[{max(num_proc, os.cpu_count() or 1)}]")
+    conf.setdefault("spark.ui.showConsoleProgress", "false")
     if conf["spark.master"].startswith("local"):  # a user's own cluster master keeps Spark's address choice
         conf.setdefault("spark.driver.bindAddress", LOOPBACK)
         conf.setdefault("spark.driver.host", LOOPBACK)
+        quiet_local_driver()
     return conf
 
 
@@ -254,6 +258,7 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
             add_horovod_deck(horovod.settings)
 
     def pre_execute(self, user_params: ExecutionParameters) -> ExecutionParameters:
+        quiet_this_process(self.task_config.horovod.verbose)  # the driver: the body's imports and Horovod's Spark code
         ctx = FlyteContextManager.current_context()
         local = not (ctx.execution_state and ctx.execution_state.mode == ExecutionState.Mode.TASK_EXECUTION)
         num_proc = self.task_config.num_proc
@@ -290,5 +295,7 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
 
 
 TaskPlugins.register_pythontask_plugin(HorovodSpark, HorovodSparkFunctionTask)
-# every Spark task, the plain ones of flytekitplugins-spark too, ends a Ctrl-C as InterruptedByUser (see interrupt)
+# every Spark task, the plain ones of flytekitplugins-spark too, ends a Ctrl-C as InterruptedByUser (see interrupt), and
+# starts a local run's driver quiet (see local_driver)
 PysparkFunctionTask.execute = stops_spark_on_interrupt(PysparkFunctionTask.execute)
+PysparkFunctionTask.pre_execute = quiet_in_local_runs(PysparkFunctionTask.pre_execute)

@@ -26,6 +26,7 @@ from . import executor
 from .executor import _shims
 from .executor.failures import RankFailures
 from .executor.gloo import start_rendezvous, stop_soon
+from .executor.noise import quiet_env
 from .executor.processes import SETTLE_S
 from .executor.rank import RankJob, RankResult, import_path, run_rank
 from .executor.rank_output import RankOutput
@@ -110,7 +111,7 @@ def run_on_spark(
     job = RankJob.of(fn, kwargs, failure_dir, settings, all_ranks=all_ranks)
     sc = spark.sparkContext
     local_mode = sc.master.startswith("local")
-    env = {**settings.env(), **(env or {}), "PYTHONUNBUFFERED": "1"}  # epoch lines as they happen
+    env = {**settings.env(), **quiet_env(settings.verbose), **(env or {}), "PYTHONUNBUFFERED": "1"}  # lines as they come
     if local_mode:  # where fn's module imports from, and the session's Python workers' path (the task's module)
         paths = (*import_path(fn).split(os.pathsep), *sc.environment.get("PYTHONPATH", "").split(os.pathsep))
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
