@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
+from .artifacts import say_where
 from .errors import InterruptedByUser
 from .executor import gloo
 from .executor.classify import DIED, mpirun_failed_rank
@@ -50,8 +51,10 @@ def run_local(
     settings: Optional[Horovod] = None,
     flyte: Optional[FlyteRankContext] = None,
     all_ranks: bool = False,
+    says_where: bool = False,
 ) -> List[Optional[RankResult]]:
-    """Run ``fn(**kwargs)`` on ``num_proc`` Horovod ranks on this host.
+    """Run ``fn(**kwargs)`` on ``num_proc`` Horovod ranks on this host; with ``says_where``, print where the rank log,
+    timeline and autotune log are (``artifacts.where_line``), as a Horovod task does.
 
     Output lines are prefixed by rank (``[r]<stdout>:`` for Gloo, ``mpirun --tag-output``'s ``[1,r]<stdout>:``);
     rank 0's reach the console, every rank's a log file (``rank_output``).
@@ -60,6 +63,8 @@ def run_local(
     left running.
     """
     settings = settings or Horovod()
+    if says_where:  # no Horovod task around to say it: relative Horovod files land in the current directory
+        settings = settings.files_in(os.getcwd())
     if not whole_number(num_proc, at_least=1):
         raise ValueError(f"num_proc={num_proc!r}: a Horovod job needs a whole number of ranks, at least 1")
     job_dir, job_path, failures, extra = _job(fn, kwargs, settings, flyte, all_ranks=all_ranks)
@@ -102,6 +107,8 @@ def run_local(
         output.close()
     logger.info("%d Horovod ranks finished in %.1f s; every rank's output: %s", num_proc, time.monotonic() - started,
                 output.path)
+    if says_where:
+        say_where(getattr(fn, "__name__", "ranks"), settings, [output.path])
     return results
 
 

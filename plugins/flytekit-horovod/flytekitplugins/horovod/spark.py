@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+import flytekit
 from flytekit import FlyteContextManager
 from flytekit.configuration import SerializationSettings
 from flytekit.core.context_manager import ExecutionParameters
@@ -17,6 +18,7 @@ from flytekit.extend import ExecutionState, TaskPlugins
 from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
+from .artifacts import SaysWhere, in_working_directory, say_where
 from .disk_full import disk_full_error
 from .errors import lost_in_horovod_launcher
 from .executor import _shims
@@ -226,7 +228,7 @@ def _importable_in_workers(spark, python_path: str) -> None:
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
 
 
-class HorovodSparkFunctionTask(PysparkFunctionTask):
+class HorovodSparkFunctionTask(SaysWhere, PysparkFunctionTask):
     """A Spark task (type ``spark``) whose body runs on the driver with Horovod helpers at hand."""
 
     def get_custom(self, settings: SerializationSettings) -> Dict[str, Any]:
@@ -255,6 +257,8 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
             folder, ctx = log_dir(), FlyteContextManager.current_context()
             if horovod.outputs and folder and ctx.file_access.is_remote(horovod.store_prefix):
                 ctx.file_access.put_data(folder, f"{horovod.store_prefix}/logs", is_multipart=True)
+                deck = f"{flytekit.current_context().output_metadata_prefix}/deck.html" if self.enable_deck else None
+                say_where(self.name.split(".")[-1], horovod.settings, [f"{horovod.store_prefix}/logs/"], deck)
             add_horovod_deck(horovod.settings)
 
     def pre_execute(self, user_params: ExecutionParameters) -> ExecutionParameters:
@@ -276,7 +280,10 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
             prefix = f"{prefix.rstrip('/')}/horovod"
         if self.sess.sparkContext.master.startswith("local"):
             _importable_in_workers(self.sess, import_path(self.task_function))
-        horovod = HorovodSparkContext(num_proc, self.task_config.horovod, self.sess, prefix)
+        settings = self.task_config.horovod
+        # locally a relative timeline lands in the task's working directory; an executor has none on a cluster
+        horovod = HorovodSparkContext(num_proc, in_working_directory(settings) if local else settings, self.sess,
+                                      prefix)
         params = params.builder().add_attr(CONTEXT_ATTR, horovod).build()
         _shims.keep_attrs_across_dispatch(user_params, params)
         return params

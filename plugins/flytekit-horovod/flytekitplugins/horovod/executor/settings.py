@@ -18,6 +18,7 @@ CONTROLLERS = ("gloo", "mpi")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
 # The Horovod module whose ``init()`` a rank runs before the task body, per framework (None: the body initialises it).
 FRAMEWORKS = {name: build.module for name, build in FRAMEWORK_BUILDS.items()}
+ARTIFACTS = ("timeline_filename", "autotune_log_file")  # the files Horovod's rank 0 writes
 AUTO = "auto"  # Horovod(framework=AUTO): the framework the task body's code names (``for_body``)
 SETTINGS_ENV = "FLYTE_HOROVOD_SETTINGS"  # the settings as JSON, so every rank can read them back
 
@@ -193,11 +194,18 @@ class Horovod:
                            getattr(fn, "__qualname__", fn), FRAMEWORKS[framework])
         return dataclasses.replace(self, framework=framework)
 
+    def files_in(self, folder: str) -> "Horovod":
+        """These settings with a relative ``timeline_filename`` or ``autotune_log_file`` made a whole path in
+        ``folder`` (a task's working directory): Horovod would write it relative to wherever each rank started."""
+        files = {name: os.path.join(folder, getattr(self, name)) for name in ARTIFACTS
+                 if getattr(self, name) and not os.path.isabs(getattr(self, name))}
+        return dataclasses.replace(self, **files) if files else self
+
     def check_before_launch(self) -> None:
         """Fail before any rank starts: the framework is one this Horovod build lacks, or a file Horovod will write
         has no folder on this host."""
         self.check_framework()
-        for name in ("timeline_filename", "autotune_log_file"):
+        for name in ARTIFACTS:
             path = getattr(self, name)
             folder = os.path.dirname(os.path.abspath(path)) if path else None
             if folder and not os.path.isdir(folder):
