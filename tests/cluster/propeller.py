@@ -10,7 +10,12 @@ flyteorg/flyte v1.16.8, commit 51877f899c9f95e0cb5efe90444eb0c6c6ea48a9:
   else the deprecated ``replicas``; the launcher is forced to 1 replica; a replica ``command`` replaces the container
   args) and ``ParseRunPolicy`` (zero values are left unset; the clean pod policy is always set);
 - ``flyteplugins/go/tasks/plugins/k8s/spark/spark.go``, ``BuildResource``: the ``SparkApplicationSpec`` of a ``spark``
-  task (``getSparkConfig``, ``createSparkApplication``, driver/executor sizes from the Spark conf).
+  task (``getSparkConfig``, ``createSparkApplication``, driver/executor sizes from the Spark conf);
+- ``flyteplugins/go/tasks/pluginmachinery/flytek8s/pod_helper.go``, ``BuildRawPod``: the primary container of every
+  pod a k8s plugin builds (a ``container`` target, or a ``k8s_pod`` target: ``@task(pod_template=...)``);
+- ``flytepropeller/pkg/controller/nodes/array/`` (``handler.go`` ``buildArrayNodeContext``, ``execution_context.go``,
+  ``node_execution_context.go``): how an ArrayNode (flytekit's ``map_task``) runs each element: as its own node of
+  the sub-task's plugin (for task type ``mpi``: its own MPIJob), with the element's index in the environment.
 
 Both plugins read the custom struct with jsonpb and ``AllowUnknownFields: true``
 (``flyteplugins/go/tasks/pluginmachinery/utils/marshal_utils.go``, ``flytestdlib/utils/marshal_utils.go``): a field
@@ -18,7 +23,7 @@ the proto does not know is dropped without a word; ``unknown_fields`` lists them
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Collection, Dict, List, Optional, Set
 
 from flyteidl.core import tasks_pb2
 from flyteidl.plugins import mpi_pb2 as mpi_v0
@@ -151,3 +156,42 @@ def spark_application(template: tasks_pb2.TaskTemplate, default_conf: Optional[D
         hadoop_conf=dict(job.hadoopConf), batch_scheduler=conf.get("spark.batchScheduler"),
         driver_cores=_int(conf, "spark.driver.cores"), executor_cores=_int(conf, "spark.executor.cores"),
         executor_instances=_int(conf, "spark.executor.instances"))
+
+
+# ---------------------------------------------------------------- pod_helper.go
+PRIMARY_CONTAINER_KEY = "primary_container_name"
+
+
+def primary_container(template: tasks_pb2.TaskTemplate) -> Dict[str, Any]:
+    """``BuildRawPod``: the primary container (``image``, ``args``, ...) of the pods built for ``template``."""
+    if template.HasField("container"):
+        return json_format.MessageToDict(template.container)
+    if not template.HasField("k8s_pod"):
+        raise BadTaskSpecification("invalid TaskSpecification, unable to determine Pod configuration")
+    if PRIMARY_CONTAINER_KEY not in template.config:
+        raise BadTaskSpecification(f"invalid TaskSpecification, config missing [{PRIMARY_CONTAINER_KEY}] key")
+    containers = json_format.MessageToDict(template.k8s_pod.pod_spec).get("containers", [])
+    name = template.config[PRIMARY_CONTAINER_KEY]
+    return next(c for c in containers if c.get("name") == name)
+
+
+# ---------------------------------------------------------------- nodes/array (map_task)
+ARRAY_DIR = "flytepropeller/pkg/controller/nodes/array/"
+
+
+def array_element_env(index: int) -> Dict[str, str]:
+    """``newArrayExecutionContext`` (``execution_context.go``): what propeller adds to the execution config's
+    environment variables of element ``index``. The task handler hands them to the plugin as
+    ``GetEnvironmentVariables()`` (``flytepropeller/pkg/controller/nodes/task/taskexec_context.go``), and
+    ``flytek8s.ToK8sPodSpec`` sets them on the primary container (``pluginmachinery/flytek8s/container_helper.go``,
+    ``DecorateEnvVars``); the mpi plugin builds the launcher and every worker replica with it
+    (``kfoperators/common/common_operator.go``, ``ToReplicaSpec``), so every rank's pod has them."""
+    return {"BATCH_JOB_ARRAY_INDEX_VAR_NAME": "FLYTE_K8S_ARRAY_INDEX", "FLYTE_K8S_ARRAY_INDEX": str(index)}
+
+
+def array_element_input(inputs: Dict[str, Any], index: int, bound: Collection[str] = ()) -> Dict[str, Any]:
+    """``constructLiteralMap`` (``node_execution_context.go``): the element's inputs propeller reads (cache keys).
+    Its ``staticInputReader`` keeps the ArrayNode's own input paths, so ``{{.input}}`` in the element's command is the
+    ArrayNode's inputs file, lists and all: flytekit picks the element by ``FLYTE_K8S_ARRAY_INDEX``."""
+    return {name: value if name in bound or not isinstance(value, list) else value[index]
+            for name, value in inputs.items()}

@@ -8,7 +8,8 @@ that a reader of the rendered page does not see:
 Kinds of code blocks: ``file NAME`` (saved as NAME for the doc's runs; blocks with one NAME are joined in order),
 ``run`` (executed; options ``cwd=repo``, ``fails``, ``slow``, ``timeout=SECONDS``), ``output`` (must appear in the
 preceding run's output), ``syntax REASON`` (cannot run here: only checked) and ``text`` (not code). The ``fields
-MODULE:NAME [complete]`` kind points at the paragraph or table after it, and ``horovod-settings`` at a table.
+MODULE:NAME [complete]`` and ``figures WORD=MODULE:NAME ...`` kinds point at the paragraph or table after them, and
+``horovod-settings`` at a table.
 """
 
 import re
@@ -20,7 +21,7 @@ from typing import Dict, List, Optional
 from tests.support import ROOT
 
 BLOCK_KINDS = {"file", "run", "output", "syntax", "text"}
-PROSE_KINDS = {"fields", "horovod-settings"}
+PROSE_KINDS = {"fields", "figures", "horovod-settings"}
 RUN_OPTIONS = {"cwd", "fails", "slow", "timeout"}
 
 _DIRECTIVE = re.compile(r"^\s*<!--\s*doc-test:\s*(.*?)\s*-->\s*$")
@@ -70,7 +71,7 @@ class Block:
 
 @dataclass
 class Prose:
-    """The paragraph or table right after a prose directive (``fields``, ``horovod-settings``)."""
+    """The paragraph or table right after a prose directive (``fields``, ``figures``, ``horovod-settings``)."""
 
     doc: Path
     line: int

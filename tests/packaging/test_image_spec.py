@@ -8,9 +8,14 @@ import subprocess
 import sys
 
 import pytest
+from flytekit import task
+from flytekit.configuration import DEFAULT_RUNTIME_PYTHON_INTERPRETER, ImageConfig, SerializationSettings
 from flytekit.image_spec.default_builder import create_docker_context
+from flytekit.tools.translator import get_serializable
+from google.protobuf.json_format import MessageToDict
 
-from flytekitplugins.horovod import horovod_image_spec
+from flytekitplugins.horovod import HorovodSpark, MPIJob, Worker, horovod_image_spec
+from flytekitplugins.horovod.image_spec import LINK_DEFAULT_PATHS
 from tests.support import ROOT, run_command
 
 PLUGIN = ROOT / "plugins" / "flytekit-horovod"
@@ -23,7 +28,7 @@ def test_the_default_spec_is_today_s_stack_with_horovod_built_by_the_plugin_s_co
             "my-package==1.0"} <= set(spec.packages)
     assert spec.env == {"TF_USE_LEGACY_KERAS": "1"}  # tf.keras is Keras 2 in every process of the image
     assert spec.commands == ["python -m flytekitplugins.horovod.build --frameworks tensorflow pytorch "
-                             "--controllers gloo mpi --operations cpu"]
+                             "--controllers gloo mpi --operations cpu", LINK_DEFAULT_PATHS]
     # what the project's Dockerfile installs to build and run Horovod and Spark, the spec installs too
     for package in ("openjdk-17-jre-headless", "openmpi-bin", "libopenmpi-dev", "cmake", "g++", "patch"):
         assert package in spec.apt_packages
@@ -52,6 +57,30 @@ def test_flytekit_s_builder_writes_a_dockerfile_that_builds_horovod_after_the_pa
     assert re.search(r"apt-get install .*openmpi-bin", dockerfile, re.S) and "TF_USE_LEGACY_KERAS=1" in dockerfile
 
 
+def _serialized(config, interpreter: str):
+    def body(x: int) -> int:
+        return x
+
+    settings = SerializationSettings(image_config=ImageConfig.auto_default_image(), python_interpreter=interpreter)
+    return get_serializable({}, settings, task(task_config=config)(body)).template.to_flyte_idl()
+
+
+def test_the_commands_follow_the_python_interpreter_and_the_spec_s_python_is_the_one_to_name(tmp_path):
+    """``pyflyte package --python-interpreter P`` (``pyflyte register``: always ``/opt/venv/bin/python3``) writes P's
+    folder into the MPI launcher command (``python <folder>/entrypoint.py``) and P into the Spark job; the spec's
+    image has its Python where flytekit's builder puts it, and links the default's paths to it (``docs/deploy.md``)."""
+    create_docker_context(horovod_image_spec(), tmp_path)
+    runtime_bin = re.search(r'^ENV PATH="([^:"]+):', (tmp_path / "Dockerfile").read_text(), re.M).group(1)
+    assert runtime_bin == "/opt/micromamba/envs/runtime/bin"  # what deploy.md names
+    for interpreter in (DEFAULT_RUNTIME_PYTHON_INTERPRETER, f"{runtime_bin}/python"):
+        folder = os.path.dirname(interpreter)
+        args = list(_serialized(MPIJob(worker=Worker(replicas=2)), interpreter).container.args)
+        at = args.index("pyflyte-execute")
+        assert args[at - 2:at] == ["python", f"{folder}/entrypoint.py"], args
+        spark = MessageToDict(_serialized(HorovodSpark(num_proc=2), interpreter).custom)
+        assert (spark["executorPath"], spark["mainApplicationFile"]) == (interpreter, f"local://{folder}/entrypoint.py")
+
+
 @pytest.mark.slow
 def test_the_spec_s_build_steps_run_in_a_fresh_virtual_environment(tmp_path):
     """The spec of this project's own stack, its packages installed into a fresh environment and its command run there:
@@ -71,8 +100,17 @@ def test_the_spec_s_build_steps_run_in_a_fresh_virtual_environment(tmp_path):
     assert installed.returncode == 0, installed.output[-3000:]
     env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "FLYTE_HOROVOD_BUILD_CACHE": str(ROOT / ".cache" / "horovod")}  # setup.sh's wheel: no 5-minute compile
-    for command in spec.commands:
-        ran = run_command(["bash", "-c", command], env=env, timeout=900)
-        assert ran.returncode == 0, ran.output[-3000:]
+    build, link = spec.commands
+    ran = run_command(["bash", "-c", build], env=env, timeout=900)
+    assert ran.returncode == 0, ran.output[-3000:]
     assert "cached wheel for this build" in ran.output
     assert re.search(r"frameworks: TensorFlow PyTorch; controllers: MPI Gloo; operations: CPU", ran.output), ran.output
+    # the links, made in a mount namespace of their own whose /opt and /usr/local/bin are empty, as in flytekit's
+    # Debian base (this machine's own are left alone): what pyflyte register names runs the image's Python
+    check = ("mount -t tmpfs tmpfs /opt && mount -t tmpfs tmpfs /usr/local/bin && " + link +
+             " && /opt/venv/bin/python3 /opt/venv/bin/entrypoint.py --help >/dev/null"
+             " && /opt/venv/bin/python3 -c 'import horovod.torch, horovod.tensorflow; print(\"linked\")'"
+             " && readlink /usr/local/bin/entrypoint.py")
+    ran = run_command(["unshare", "--mount", "--propagation", "private", "bash", "-c", check], env=env, timeout=120)
+    assert ran.returncode == 0 and "linked" in ran.output, ran.output[-3000:]
+    assert ran.output.strip().splitlines()[-1] == f"{venv}/bin/entrypoint.py"

@@ -1,5 +1,6 @@
 """The MPI operator's launcher as ``MPIJob`` and ``HorovodJob`` tasks register it:
-``python -m flytekitplugins.horovod.cluster_launcher --slots S -- <mpirun or horovodrun ...> ... pyflyte-execute ...``.
+``python -m flytekitplugins.horovod.cluster_launcher --slots S -- <mpirun or horovodrun ...> ... pyflyte-execute ...``
+(``pyflyte-map-execute`` for an element of a ``map_task``: propeller runs each element as an MPIJob of its own).
 
 It makes two promises true that a real cluster does not keep for a bare ``mpirun``/``horovodrun``:
 
@@ -86,6 +87,19 @@ def with_slots(command: Sequence[str], env: Dict[str, str], slots: int, workdir:
     return command
 
 
+# flytekit's per-process entrypoints: a task's, and a map_task element's (propeller runs each element of a map_task
+# over an MPIJob task as its own MPIJob, with this launcher around ``pyflyte-map-execute``)
+ENTRYPOINTS = ("pyflyte-execute", "pyflyte-map-execute")
+
+
+def entrypoint(command: Sequence[str]) -> str:
+    """The flytekit entrypoint ``command`` runs on every rank (``SystemExit`` naming the command where none is)."""
+    found = next((word for word in command if word in ENTRYPOINTS), None)
+    if found is None:
+        raise SystemExit(f"cluster_launcher: no {' or '.join(ENTRYPOINTS)} in the launcher command {' '.join(command)}")
+    return found
+
+
 def _option(command: Sequence[str], name: str, after: str) -> Optional[str]:
     """The value of option ``name`` in ``command`` after the word ``after``."""
     words = list(command[command.index(after):]) if after in command else []
@@ -110,7 +124,7 @@ def launcher_failure(command: Sequence[str], env: Dict[str, str], output: str, c
     from .executor.classify import DIED, describe_status, launcher_failed_rank
     from .executor.failures import job_failures
 
-    failures = job_failures(_option(command, "--raw-output-data-prefix", "pyflyte-execute"))
+    failures = job_failures(_option(command, "--raw-output-data-prefix", entrypoint(command)))
     named = launcher_failed_rank(output)
     if named is not None:
         host = rank_host(command, env, named.rank)
@@ -127,8 +141,8 @@ def write_task_error(command: Sequence[str], error: BaseException) -> None:
 
     from .executor import _shims
 
-    with setup_execution(_option(command, "--raw-output-data-prefix", "pyflyte-execute"),
-                         output_metadata_prefix=_option(command, "--output-prefix", "pyflyte-execute")) as ctx:
+    with setup_execution(_option(command, "--raw-output-data-prefix", entrypoint(command)),
+                         output_metadata_prefix=_option(command, "--output-prefix", entrypoint(command))) as ctx:
         _shims.write_error_document(ctx, error)
 
 
@@ -142,8 +156,7 @@ def run(command: Sequence[str], slots: int) -> int:
 
     from .executor.processes import Processes
 
-    if "pyflyte-execute" not in command:
-        raise SystemExit(f"cluster_launcher: no pyflyte-execute in the launcher command {' '.join(command)}")
+    entrypoint(command)
     workdir = tempfile.mkdtemp(prefix="horovod-launcher-")
     env = dict(os.environ)
     processes = Processes()

@@ -9,6 +9,7 @@ from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
 from .artifacts import SaysWhere, in_working_directory
+from .constructs import refuse_dynamic
 from .executor.flyte_context import FlyteRankContext
 from .executor.rank import launched_rank
 from .executor.settings import Horovod, HorovodConfigError
@@ -77,6 +78,7 @@ class HorovodElasticFunctionTask(SaysWhere, kfmpi.HorovodFunctionTask):
 
     def __init__(self, task_config: HorovodJob, task_function: Callable, **kwargs):
         super().__init__(task_config=task_config, task_function=task_function, **kwargs)
+        refuse_dynamic(self)
 
     def get_command(self, settings: SerializationSettings) -> List[str]:
         return cluster_command(self.task_config, super().get_command(settings))

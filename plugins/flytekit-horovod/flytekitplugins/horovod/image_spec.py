@@ -40,6 +40,18 @@ def _keras3(tensorflow: str) -> bool:
     return (major, minor) >= (2, 16)
 
 
+# The paths the serialized commands name by default, linked to the image's Python where nothing is there yet: pyflyte
+# register writes /opt/venv/bin/entrypoint.py into the MPI launcher command and /opt/venv/bin/python3 into a Spark
+# job (its default interpreter), flytekitplugins-spark /usr/bin/python3 and /usr/local/bin/entrypoint.py for a
+# Spark task whose image is an ImageSpec; flytekit's builder puts its Python elsewhere (/opt/micromamba/envs/runtime).
+LINK_DEFAULT_PATHS = (
+    "prefix=$(python3 -c 'import sys; print(sys.prefix)')"
+    " && { [ -e /opt/venv ] || ln -s \"$prefix\" /opt/venv; }"
+    " && { [ -e /usr/local/bin/entrypoint.py ] || ln -s \"$prefix/bin/entrypoint.py\" /usr/local/bin/entrypoint.py; }"
+    " && { [ -e /usr/bin/python3 ] || ln -s \"$prefix/bin/python\" /usr/bin/python3; }"
+)
+
+
 def build_command(frameworks: Sequence[str], gpu: bool, controllers: Sequence[str] = ("gloo", "mpi")) -> str:
     """The build command an image runs once its Python packages are installed."""
     return (f"python -m flytekitplugins.horovod.build --frameworks {' '.join(frameworks)} "
@@ -88,7 +100,7 @@ def horovod_image_spec(
         # pip, setuptools and wheel: the build command builds with ``pip wheel --no-build-isolation`` in this Python
         packages=["pip", "setuptools", "wheel", *_framework_packages(tensorflow, torch, mxnet, gpu), plugin,
                   *packages],
-        commands=[build_command(frameworks, gpu)],
+        commands=[build_command(frameworks, gpu), LINK_DEFAULT_PATHS],
         env=image_env or None,
         registry=registry,
         **image_spec_fields,

@@ -6,8 +6,9 @@ import os
 import signal
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Set
 
 from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
@@ -17,6 +18,7 @@ from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
 from .artifacts import SaysWhere, copy_to_raw_output, in_working_directory, say_where
+from .constructs import refuse_dynamic
 from .errors import LauncherStopped, RankLostError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
@@ -41,10 +43,30 @@ logger = logging.getLogger("flytekitplugins.horovod")
 HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
 
 
+# kfmpi's deprecated fields ([DEPRECATED] in flytekitplugins-kfmpi 1.16's docstrings) and what replaces each
+DEPRECATED_FIELDS = {"num_workers": "worker=Worker(replicas={})", "num_launcher_replicas": "launcher=Launcher(replicas={})"}
+_warned: Set[str] = set()  # the deprecated fields this process has warned about
+
+
+def warn_deprecated_fields(config: Any) -> None:
+    """A ``FutureWarning`` (shown to users by default) the first time this process sees each deprecated kfmpi field
+    set; never in a rank (every rank imports the task's module again: the launching process has warned)."""
+    if launched_rank() is not None:
+        return
+    for name, replacement in DEPRECATED_FIELDS.items():
+        value = getattr(config, name)
+        if value is not None and name not in _warned:
+            _warned.add(name)
+            warnings.warn(f"{type(config).__name__}({name}={value}) is deprecated, as in flytekitplugins-kfmpi: use "
+                          f"{replacement.format(value)} (the same pods, serialized the same way)", FutureWarning,
+                          stacklevel=5)  # the declaration: here, fill_job_defaults, __post_init__, the dataclass __init__
+
+
 def fill_job_defaults(config: Any, counts: Dict[str, Any]) -> None:
     """Fill in and check what kfmpi's configs leave to the user: ``launcher.replicas`` is set to 1 where unset (kfmpi
     requires it set); ``HorovodConfigError`` unless the settings are a ``Horovod`` and every replica or slot count
-    (and each of ``counts``) is None (unset) or a whole number >= 1."""
+    (and each of ``counts``) is None (unset) or a whole number >= 1. Deprecated kfmpi fields warn once."""
+    warn_deprecated_fields(config)
     if config.launcher.replicas is None and config.num_launcher_replicas is None:
         config.launcher.replicas = 1
     if not isinstance(config.horovod, Horovod):
@@ -88,6 +110,7 @@ class HorovodMPIFunctionTask(SaysWhere, kfmpi.MPIFunctionTask):
     def __init__(self, task_config: MPIJob, task_function: Callable, **kwargs):
         task_config.num_ranks  # validate before anything is registered
         super().__init__(task_config=task_config, task_function=task_function, **kwargs)
+        refuse_dynamic(self)
 
     def get_command(self, settings: SerializationSettings) -> List[str]:
         """The launcher's command: ``cluster_launcher`` around ``mpirun`` (controller mpi) or ``horovodrun`` (gloo)

@@ -10,8 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-import flytekit
-from flytekit import FlyteContextManager
+from flytekit import FlyteContextManager, current_context
 from flytekit.configuration import SerializationSettings
 from flytekit.core.context_manager import ExecutionParameters
 from flytekit.extend import ExecutionState, TaskPlugins
@@ -19,8 +18,10 @@ from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
 from .artifacts import SaysWhere, in_working_directory, say_where
+from .constructs import refuse_dynamic, refuse_spark_map, spark_map_refused
 from .disk_full import disk_full_error
 from .errors import lost_in_horovod_launcher
+from .estimator_checks import check_columns  # noqa: F401  (importing it checks every Estimator's columns first)
 from .executor import _shims
 from .executor.classify import rank_of
 from .executor.noise import quiet_this_process
@@ -231,6 +232,13 @@ def _importable_in_workers(spark, python_path: str) -> None:
 class HorovodSparkFunctionTask(SaysWhere, PysparkFunctionTask):
     """A Spark task (type ``spark``) whose body runs on the driver with Horovod helpers at hand."""
 
+    def __init__(self, task_config: HorovodSpark, task_function: Callable, **kwargs):
+        super().__init__(task_config=task_config, task_function=task_function, **kwargs)
+        refuse_dynamic(self)
+
+    def get_command(self, settings: SerializationSettings) -> List[str]:
+        return refuse_spark_map(self, super().get_command(settings))
+
     def get_custom(self, settings: SerializationSettings) -> Dict[str, Any]:
         custom = super().get_custom(settings)
         custom["sparkConf"] = horovod_spark_conf(self.task_config.spark_conf, self.task_config.num_proc)
@@ -240,6 +248,8 @@ class HorovodSparkFunctionTask(SaysWhere, PysparkFunctionTask):
         """The body (a rank that Horovod's launcher saw killed becomes a ``RankLostError``); then the ranks' logs
         closed, kept with the task (its raw output on a cluster) and shown in the "Horovod" Deck with the timeline
         and autotune log."""
+        if not current_context().has_attr(CONTEXT_ATTR):  # pre_execute did not run: a map_task element
+            raise HorovodConfigError(spark_map_refused(self))
         try:
             return super().execute(**kwargs)
         except Exception as exc:  # a full disk or a rank killed under the Estimator's backend: Flyte retries
@@ -257,7 +267,7 @@ class HorovodSparkFunctionTask(SaysWhere, PysparkFunctionTask):
             folder, ctx = log_dir(), FlyteContextManager.current_context()
             if horovod.outputs and folder and ctx.file_access.is_remote(horovod.store_prefix):
                 ctx.file_access.put_data(folder, f"{horovod.store_prefix}/logs", is_multipart=True)
-                deck = f"{flytekit.current_context().output_metadata_prefix}/deck.html" if self.enable_deck else None
+                deck = f"{current_context().output_metadata_prefix}/deck.html" if self.enable_deck else None
                 say_where(self.name.split(".")[-1], horovod.settings, [f"{horovod.store_prefix}/logs/"], deck)
             add_horovod_deck(horovod.settings)
 
