@@ -15,10 +15,8 @@ import functools
 import json
 import logging
 import os
-import re
 import time
 import typing
-import warnings
 
 import click
 import flytekit
@@ -38,6 +36,7 @@ from flytekitplugins.horovod import (
     spark_checkpoint_url,
     spark_store,
 )
+from flytekitplugins.horovod.executor.noise import quiet_this_process
 from flytekitplugins.horovod.executor.rank import launched_rank
 from rossmann import hyperparameters
 from rossmann.synthetic import TEST_DAYS
@@ -45,37 +44,8 @@ from rossmann.synthetic import TEST_DAYS
 log = logging.getLogger("workflows.rossmann")
 
 RANKS = 2  # Horovod ranks of both training tasks (pods are sized before a task body runs)
-# Known noise of this stack, silenced in every task's process and every process it starts (see quiet_known_noise):
-# TensorFlow's C++ start-up notices; the FutureWarnings petastorm and Horovod's Spark code raise on every read of the
-# pinned pyarrow (harmless there, see docs/stack.md); petastorm's per-epoch reader notice and Keras's HDF5 notice,
-# which the Estimator cannot avoid. Set either variable yourself to see them (in the task and its local ranks; Spark's
-# Python workers get the values SPARK_CONF registers).
-KNOWN_NOISE = [(FutureWarning, ""), (UserWarning, "petastorm.tf_utils"), (UserWarning, "horovod.spark.keras.util")]
-
-
-NOISE_ENV = {"TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONWARNINGS": ",".join(f"ignore::{c.__name__}:{m}" for c, m in KNOWN_NOISE)}
-
-
-def noise_env() -> typing.Dict[str, str]:
-    """The environment variables that silence the known noise, less those already set (by a user who wants it)."""
-    return {name: value for name, value in NOISE_ENV.items() if name not in os.environ}
-
-
-def quiet_known_noise() -> None:
-    """Silence the known noise in this process and, through its environment, in the processes it starts from now on
-    (the ranks of a later task in a local run inherit it)."""
-    env = noise_env()
-    if "PYTHONWARNINGS" in env:
-        for category, module in KNOWN_NOISE:
-            warnings.filterwarnings("ignore", category=category, module=re.escape(module))
-    os.environ.update(env)
-
-
-# spark.executorEnv: the environment Spark starts its Python workers (and so the Estimator's ranks) with
 SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g", "spark.ui.enabled": "false",
-              "spark.ui.showConsoleProgress": "false",
-              # all of them, whatever the registering shell has set: what is registered must not depend on it
-              **{f"spark.executorEnv.{name}": value for name, value in NOISE_ENV.items()}}
+              "spark.ui.showConsoleProgress": "false"}
 WHERE_RANKS_ARE_SET = (f"the rank count is the training tasks' config: RANKS = {RANKS} in workflows/rossmann.py "
                        "(HorovodSpark(num_proc=RANKS) for train, MPIJob(worker=Worker(replicas=RANKS)) for train_mpi "
                        "and train_torch)")
@@ -124,12 +94,13 @@ def _workdir(name: str) -> str:
 
 
 def timed(fn: typing.Callable) -> typing.Callable:
-    """A task body that first silences the known noise (``quiet_known_noise``), then prints one line when it starts
+    """A task body that first silences the known noise of this stack (the plugin's ``quiet_this_process``, as its
+    Horovod tasks do; ``FLYTE_HOROVOD_VERBOSE=1`` shows it), then prints one line when it starts
     and one when it ends, with its duration (where the body runs on every rank, rank 0 alone prints)."""
 
     @functools.wraps(fn)
     def body(*args, **kwargs):
-        quiet_known_noise()
+        quiet_this_process()
         say = functools.partial(print, flush=True) if _speaks() else (lambda *_: None)
         say(f"[{fn.__name__}] started")
         started = time.monotonic()
@@ -256,7 +227,8 @@ def _train_on_ranks(task_name: str, train_rank: typing.Callable[..., typing.Any]
     return FlyteDirectory(out)
 
 
-@task(task_config=MPIJob(worker=Worker(replicas=RANKS)), enable_deck=True, requests=Resources(cpu="2", mem="8Gi"))
+@task(task_config=MPIJob(worker=Worker(replicas=RANKS), horovod=Horovod(framework="tensorflow")), enable_deck=True,
+      requests=Resources(cpu="2", mem="8Gi"))
 @timed
 def train_mpi(prepared: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     """The MPI route: this body runs on every rank, where the plugin has already initialised ``horovod.tensorflow``;

@@ -74,7 +74,13 @@ def test_launcher_command_runs_two_ranks_and_only_rank_0_writes_outputs(
     # the directory output: uploaded by rank 0 only, under the raw output prefix
     model = outputs["model"]
     assert os.path.dirname(model) == str(attempt.raw_output_prefix)
-    assert os.listdir(attempt.raw_output_prefix) == [os.path.basename(model)]
+    kept = sorted(os.listdir(attempt.raw_output_prefix))
+    if task == "allreduce_gloo":  # Horovod(timeline_filename="timeline.json"): rank 0 copies it where it outlives the pod
+        timeline = attempt.raw_output_prefix / "horovod" / "timeline.json"
+        assert kept == sorted([os.path.basename(model), "horovod"]) and "ALLREDUCE" in timeline.read_text()
+        assert f"timeline: {timeline}" in ran.output, ran.output[-4000:]
+    else:
+        assert kept == [os.path.basename(model)]
     with open(os.path.join(model, "weights.txt")) as f:
         assert f.read() == "total=6.0 rank=0\n"
     assert {w["pid"] for w in writes(log, attempt.raw_output_prefix)} == {seen[0]["pid"]}

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
+
 FLOWS = "tests/plugin/flows/mpi_flows.py"
 
 
@@ -51,22 +53,30 @@ def test_settings_reach_every_rank_and_timeline_is_written(pyflyte_run, tmp_path
     assert any("ALLREDUCE" in json.dumps(e) for e in events)
 
 
-def test_rank_zero_on_the_console_every_rank_in_the_log_and_the_horovod_deck(pyflyte_run, tmp_path):
-    """The console shows rank 0's lines only; the "Horovod" Deck (and the log file it names) has every rank's, the
-    timeline's totals and the autotune log. With FLYTE_HOROVOD_VERBOSE=1 the console shows every rank's too."""
-    env = {"TEST_HOROVOD_TIMELINE": str(tmp_path / "timeline.json"),
-           "TEST_HOROVOD_AUTOTUNE_LOG": str(tmp_path / "autotune.csv")}
-    ran = pyflyte_run(FLOWS, "settings_wf", env=env, wrap=lambda cmd: [cmd[0], "-vv", *cmd[1:]])  # logs the Deck path
+def test_rank_zero_on_the_console_every_rank_in_the_log_and_the_horovod_deck(pyflyte_run):
+    """The console shows rank 0's lines only, and one line saying where the rank logs, the timeline, the autotune log
+    and the Deck are: relative timeline and autotune paths land in the task's working directory, not where pyflyte
+    started. The "Horovod" Deck (and the log file it links) has every rank's lines, the timeline's totals and the
+    autotune log, which after 20 steps holds no configuration, as the run says. With FLYTE_HOROVOD_VERBOSE=1 the
+    console shows every rank's too."""
+    env = {"TEST_HOROVOD_TIMELINE": "timeline.json", "TEST_HOROVOD_AUTOTUNE_LOG": "autotune.csv"}
+    ran = pyflyte_run(FLOWS, "settings_wf", env=env)
     assert ran.returncode == 0, ran.output[-3000:]
     assert "rank 0 says hello" in ran.output and "rank 1 says hello" not in ran.output, ran.output[-3000:]
-    logged = re.search(r"settings_seen task creates flyte deck\s+html\s+to\s+file://(.+?deck\.html)", ran.output, re.S)
-    deck = Path(re.sub(r"\s+", "", logged.group(1)))  # flytekit's log wraps the path over lines
+    where = re.search(r"^\[horovod\] settings_seen: rank logs: (\S+\.log); timeline: (\S+); autotune log: (\S+); "
+                      r"Deck: (\S+/deck\.html)$", ran.output, re.M)
+    assert where, ran.output[-3000:]
+    log, timeline, autotune, deck = (Path(p) for p in where.groups())
+    workdir = log.parent.parent  # <working directory>/horovod-logs/ranks-*.log
+    assert timeline == workdir / "timeline.json" and autotune == workdir / "autotune.csv", where.group(0)
+    assert timeline.exists() and autotune.exists() and not (ROOT / "timeline.json").exists()
+    assert "autotune tried no configuration" in ran.output and "about 204 training steps" in ran.output
     page = html.unescape(deck.read_text())
     assert "[1]<stdout>:rank 1 says hello" in page and "[0]<stdout>:rank 0 says hello" in page
-    log = re.search(r"<p>(\S+/horovod-logs/ranks-\S+\.log) \(last", page).group(1)
-    assert "[1]<stdout>:rank 1 says hello" in Path(log).read_text()
+    assert f'<a href="file://{log}">{log}</a> (last' in page
+    assert "[1]<stdout>:rank 1 says hello" in log.read_text()
     assert "Horovod timeline" in page and re.search(r"<td>ALLREDUCE</td><td>\d+</td>", page), page[-3000:]
-    assert "Horovod autotune log" in page and str(tmp_path / "autotune.csv") in page
+    assert "Horovod autotune log" in page and str(autotune) in page and "tried no configuration" in page
 
     verbose = pyflyte_run(FLOWS, "settings_wf", env={"FLYTE_HOROVOD_VERBOSE": "1"})
     assert verbose.returncode == 0 and "[1]<stdout>:rank 1 says hello" in verbose.output, verbose.output[-3000:]

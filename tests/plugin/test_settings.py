@@ -148,7 +148,7 @@ def test_env_is_what_horovodrun_itself_makes_of_the_flags(settings, monkeypatch)
         ({"log_level": "loud"}, "log_level='loud' is not one of"),
         ({"autotune_log_file": "x.csv"}, "autotune_log_file is set but autotune is off"),
         ({"timeline_mark_cycles": True}, "timeline_mark_cycles is set but timeline_filename is not"),
-        ({"framework": "jax"}, "framework='jax' is not one of tensorflow, keras, pytorch, mxnet or None"),
+        ({"framework": "jax"}, "framework='jax' is not one of auto, tensorflow, keras, pytorch, mxnet or None"),
         ({"fp16_compression": "zstd"}, "fp16_compression='zstd' must be bool"),
         ({"hierarchical_allreduce": "no"}, "hierarchical_allreduce='no' must be bool"),
         ({"cache_capacity": 2.5}, "cache_capacity=2.5 must be int or None"),

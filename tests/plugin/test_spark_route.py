@@ -11,6 +11,7 @@ from flytekit import task
 from flytekit.configuration import ImageConfig, SerializationSettings
 
 from flytekitplugins.horovod import HorovodConfigError, HorovodSpark, HorovodSparkFunctionTask
+from tests.support.console import MOST_LINES, printed_lines, printed_twice
 
 FLOWS = "tests/plugin/flows/spark_flows.py"
 SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v")
@@ -40,6 +41,13 @@ def test_estimator_fits_through_the_helpers_with_the_store_in_the_working_area(p
     logged = "".join(p.read_text() for p in Path(workdir, "horovod-logs").glob("ranks-*.log"))
     assert "[0]<stderr>:" in logged and "[1]<stderr>:" in logged, logged[-3000:]
     assert "[1]<" not in ran.output and "Horovod world of 2 ranks" in ran.output, ran.output[-3000:]
+    # this run's console, as issue 31 asks of a few-epoch Estimator task (no second run for it): the known noise of
+    # the stack (pyarrow/petastorm warnings, Spark's start-up and progress bars, TensorFlow's notices) is filtered
+    # where it starts, and no line is printed twice (raw, then again with the rank's prefix)
+    assert re.search(rf"^\[horovod\] fit_estimator: rank logs: {re.escape(workdir)}/horovod-logs/ranks-\S+\.log$",
+                     ran.output, re.M), ran.output[-3000:]  # one line saying where, as whole paths
+    assert len(printed_lines(ran.output)) <= MOST_LINES, ran.output
+    assert printed_twice(ran.output) == [], ran.output
 
 
 @pytest.mark.smoke
@@ -77,6 +85,9 @@ def test_horovod_runner_outside_flyte(np_):
     result = re.search(r"^RESULT (\[.*\])$", ran.output, re.M)
     assert result, ran.output[-3000:]
     assert ast.literal_eval(result.group(1)) == [0, 2, 6.0]  # rank 0 of 2; 2*1 + 2*2
+    if np_ < 0:  # local processes: their log file, named whole (no Flyte task to keep it)
+        logs = re.search(r"^\[horovod\] main: rank logs: (/\S+\.log)$", ran.output, re.M)
+        assert logs and "[1]<" in Path(logs.group(1)).read_text(), ran.output[-3000:]
 
 
 def test_failing_rank_names_the_rank_and_its_traceback(pyflyte_run):

@@ -70,7 +70,8 @@ def allreduce_mpi(scale: float, marker_dir: str) -> Allreduce:
     return Allreduce(total, size, _model_dir(rank, total))
 
 
-@task(task_config=MPIJob(worker=Worker(replicas=1), slots=2, horovod=Horovod(controller="gloo", cycle_time_ms=2.5)))
+@task(task_config=MPIJob(worker=Worker(replicas=1), slots=2,
+                         horovod=Horovod(controller="gloo", cycle_time_ms=2.5, timeline_filename="timeline.json")))
 def allreduce_gloo(scale: float, marker_dir: str) -> Allreduce:
     """MPI route, controller gloo: the launcher runs ``horovodrun -np 2 --hostfile ... --gloo ... pyflyte-execute``."""
     rank, size, total = _allreduce_and_mark(scale, marker_dir)

@@ -8,6 +8,7 @@ from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
+from .artifacts import SaysWhere, in_working_directory
 from .constructs import refuse_dynamic
 from .executor.flyte_context import FlyteRankContext
 from .executor.rank import launched_rank
@@ -68,7 +69,7 @@ class HorovodJob(kfmpi.HorovodJob):
         return self.max_workers if self.max_workers is not None else self.workers
 
 
-class HorovodElasticFunctionTask(kfmpi.HorovodFunctionTask):
+class HorovodElasticFunctionTask(SaysWhere, kfmpi.HorovodFunctionTask):
     """Runs the body on every rank of an elastic Horovod job; the output is the final rank 0's return value.
 
     Serialization is kfmpi's ``HorovodJob`` (task type ``mpi``); the command is ``cluster_launcher`` around kfmpi's
@@ -103,11 +104,12 @@ class HorovodElasticFunctionTask(kfmpi.HorovodFunctionTask):
         config = self.task_config
         if launched_rank() is not None:
             return execute_in_world(self, kwargs)
+        settings = in_working_directory(config.horovod)
         result = run_local_elastic(self._task_function, kwargs, workers=config.workers,
                                    min_workers=config.min_worker_count, max_workers=config.max_worker_count,
-                                   slots=config.slots, settings=config.horovod, flyte=FlyteRankContext.capture(),
+                                   slots=config.slots, settings=settings, flyte=FlyteRankContext.capture(),
                                    elastic_timeout=config.elastic_timeout)
-        return adopt(result, config.horovod)
+        return adopt(result, settings)
 
 
 TaskPlugins.register_pythontask_plugin(HorovodJob, HorovodElasticFunctionTask)

@@ -10,6 +10,7 @@ import json
 import os
 from typing import Dict, List, Optional, Tuple
 
+from .autotune import untried
 from .executor.rank_output import log_dir
 from .executor.settings import Horovod
 
@@ -32,8 +33,14 @@ def add_horovod_deck(settings: Horovod) -> None:
 def _logs_section(path: str) -> str:
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = collections.deque(f, maxlen=LOG_TAIL_LINES)
-    return (f"<h3>Every rank's output</h3><p>{html.escape(path)} (last {len(lines)} lines)</p>"
+    return (f"<h3>Every rank's output</h3><p>{link(path)} (last {len(lines)} lines)</p>"
             f"<pre>{html.escape(''.join(lines))}</pre>")
+
+
+def link(path: str) -> str:
+    """A link to a file: a local path (``file://``) or a URL (a cluster task's raw output prefix)."""
+    url = path if "://" in path else f"file://{os.path.abspath(path)}"
+    return f'<a href="{html.escape(url)}">{html.escape(path)}</a>'
 
 
 def timeline_totals(path: str) -> Dict[str, Tuple[int, float]]:
@@ -56,7 +63,7 @@ def timeline_totals(path: str) -> Dict[str, Tuple[int, float]]:
 
 
 def _timeline_section(path: str) -> str:
-    head = f"<h3>Horovod timeline</h3><p>{html.escape(path)}"
+    head = f"<h3>Horovod timeline</h3><p>{link(path)}"
     if not os.path.exists(path):
         return head + ": not on this host (rank 0 writes it where it runs)</p>"
     try:
@@ -70,13 +77,16 @@ def _timeline_section(path: str) -> str:
 
 
 def _autotune_section(path: str) -> str:
-    head = f"<h3>Horovod autotune log</h3><p>{html.escape(path)}"
+    head = f"<h3>Horovod autotune log</h3><p>{link(path)}"
     rows: Optional[List[List[str]]] = None
     if os.path.exists(path):
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
     if not rows:
         return head + ": nothing written on this host (rank 0 writes it where it runs)</p>"
+    news = untried(path)
+    if news:
+        return head + f": {html.escape(news)}</p>"
     cells = "".join("<tr>" + "".join(f"<{tag}>{html.escape(cell)}</{tag}>" for cell in row) + "</tr>"
                     for tag, row in [("th", rows[0])] + [("td", r) for r in rows[1:]])
     return head + f" ({len(rows) - 1} configurations tried)</p><table>{cells}</table>"

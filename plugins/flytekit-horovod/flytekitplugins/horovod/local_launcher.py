@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import cloudpickle
 
+from .artifacts import say_where
 from .errors import InterruptedByUser
 from .executor import gloo
 from .executor.classify import DIED, mpirun_failed_rank
@@ -25,6 +26,7 @@ from .executor.failures import RankFailures
 from .executor.flyte_context import FlyteRankContext
 from .executor.job_secret import with_job_secret
 from .executor.loopback import LOOPBACK, LOOPBACK_ENV
+from .executor.noise import quiet_env
 from .executor.processes import PARENT_PID_ENV, Processes
 from .executor.rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
 from .executor.rank_output import RankOutput
@@ -79,8 +81,10 @@ def run_local(
     settings: Optional[Horovod] = None,
     flyte: Optional[FlyteRankContext] = None,
     all_ranks: bool = False,
+    says_where: bool = False,
 ) -> List[Optional[RankResult]]:
-    """Run ``fn(**kwargs)`` on ``num_proc`` Horovod ranks on this host.
+    """Run ``fn(**kwargs)`` on ``num_proc`` Horovod ranks on this host; with ``says_where``, print where the rank log,
+    timeline and autotune log are (``artifacts.where_line``), as a Horovod task does.
 
     Output lines are prefixed by rank (``[r]<stdout>:`` for Gloo, ``mpirun --tag-output``'s ``[1,r]<stdout>:``);
     rank 0's reach the console, every rank's a log file (``rank_output``).
@@ -89,6 +93,8 @@ def run_local(
     left running.
     """
     settings = settings or Horovod()
+    if says_where:  # no Horovod task around to say it: relative Horovod files land in the current directory
+        settings = settings.files_in(os.getcwd())
     if not whole_number(num_proc, at_least=1):
         raise ValueError(f"num_proc={num_proc!r}: a Horovod job needs a whole number of ranks, at least 1")
     job_dir, job_path, failures, extra = _job(fn, kwargs, settings, flyte, all_ranks=all_ranks)
@@ -131,6 +137,8 @@ def run_local(
         output.close()
     logger.info("%d Horovod ranks finished in %.1f s; every rank's output: %s", num_proc, time.monotonic() - started,
                 output.path)
+    if says_where:
+        say_where(getattr(fn, "__name__", "ranks"), settings, [output.path])
     return results
 
 
@@ -202,17 +210,19 @@ def run_local_elastic(
 
 def _job(fn: Callable, kwargs: Optional[Dict[str, Any]], settings: Horovod, flyte: Optional[FlyteRankContext],
          all_ranks: bool = False) -> Tuple[str, str, RankFailures, Dict[str, str]]:
-    """What both local launches set up: the settings checked, a job folder with the pickled job and the ranks'
-    failure records; returns (job folder, job file, failure records, the environment the ranks get on top: the
-    settings', a new job secret, and loopback-only listeners)."""
+    """What both local launches set up: the settings for ``fn`` checked, a job folder with the pickled job and the
+    ranks' failure records; returns (job folder, job file, failure records, the environment the ranks get on top: the
+    settings', the quiet one, a new job secret, and loopback-only listeners)."""
+    settings = settings.for_body(fn)
     settings.check_before_launch()
     job_dir = tempfile.mkdtemp(prefix="horovod-job-")
     failures = RankFailures(os.path.join(job_dir, "failures"))
     job_path = os.path.join(job_dir, "job.pkl")
     write_file(job_path, cloudpickle.dumps(RankJob.of(fn, kwargs, failures.folder, settings, flyte=flyte,
                                                       all_ranks=all_ranks, workdir=job_dir)))
-    return job_dir, job_path, failures, with_job_secret({**settings.env(), "PYTHONUNBUFFERED": "1",
-                                                         "PYTHONPATH": import_path(fn), LOOPBACK_ENV: "1"})
+    return job_dir, job_path, failures, with_job_secret({**settings.env(), **quiet_env(settings.verbose),
+                                                         "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn),
+                                                         LOOPBACK_ENV: "1"})
 
 
 def interrupted(processes: Processes) -> InterruptedByUser:

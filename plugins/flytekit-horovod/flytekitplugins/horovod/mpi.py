@@ -17,11 +17,13 @@ from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
+from .artifacts import SaysWhere, copy_to_raw_output, in_working_directory, say_where
 from .constructs import refuse_dynamic
 from .errors import LauncherStopped, RankLostError, StalledRanksError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
+from .executor.noise import quiet_this_process
 from .executor.rank import (
     current_rank,
     flush_streams,
@@ -32,7 +34,13 @@ from .executor.rank import (
     start_rank,
     start_stall_watch,
 )
-from .executor.settings import Horovod, HorovodConfigError, mpirun_notices_lost_host_within, whole_number
+from .executor.settings import (
+    ARTIFACTS,
+    Horovod,
+    HorovodConfigError,
+    mpirun_notices_lost_host_within,
+    whole_number,
+)
 from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
 
@@ -102,7 +110,7 @@ class MPIJob(kfmpi.MPIJob):
         return replicas * self.slots
 
 
-class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
+class HorovodMPIFunctionTask(SaysWhere, kfmpi.MPIFunctionTask):
     """Runs the task body on every Horovod rank; the output is rank 0's return value.
 
     Serialization (task type ``mpi``, the kubeflow ``DistributedMPITrainingTask`` custom) is kfmpi's own.
@@ -124,9 +132,11 @@ class HorovodMPIFunctionTask(kfmpi.MPIFunctionTask):
         config = self.task_config
         if launched_rank() is not None:
             return execute_in_world(self, kwargs)
-        results = run_local(self._task_function, kwargs, num_proc=config.num_ranks, settings=config.horovod,
+        quiet_this_process(config.horovod.verbose)  # this task's process, and the local tasks after it
+        settings = in_working_directory(config.horovod)
+        results = run_local(self._task_function, kwargs, num_proc=config.num_ranks, settings=settings,
                             flyte=FlyteRankContext.capture())
-        return adopt(results[0], config.horovod)
+        return adopt(results[0], settings)
 
 
 def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
@@ -139,7 +149,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     """
     import flytekit
 
-    settings = task.task_config.horovod
+    settings = in_working_directory(task.task_config.horovod).for_body(task._task_function)
     settings.check_framework()  # a framework this image's Horovod lacks: the same error, first, on every rank
     rank, size = launched_rank(), launched_size()
     failures = job_failures(flytekit.current_context().raw_output_prefix)
@@ -179,6 +189,8 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
         hvd = settings.module()
         if hvd is not None and hasattr(hvd, "join"):
             hvd.join()  # rank 0 must not report success while another rank is still failing
+        if hvd is not None and any(getattr(settings, name) for name in ARTIFACTS):
+            hvd.shutdown()  # every rank is done with Horovod: rank 0's timeline is complete on disk
     except Exception as exc:
         if stall is not None:
             stall.stop()  # its record of a stall comes first: the exception is its echo
@@ -204,7 +216,17 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     if rank != 0:
         raise IgnoreOutputs(f"rank {rank}: only rank 0 writes the task's outputs")
+    say_where_on_cluster(task, settings)
     return result
+
+
+def say_where_on_cluster(task: PythonFunctionTask, settings: Horovod) -> None:
+    """Rank 0 on a cluster: Horovod's files copied under the raw output prefix, and the task's ``where_line``."""
+    import flytekit
+
+    deck = f"{flytekit.current_context().output_metadata_prefix}/deck.html" if task.enable_deck else None
+    say_where(task.name.split(".")[-1], copy_to_raw_output(settings), ["the launcher pod's log"], deck,
+              autotune_log=settings.autotune_log_file)
 
 
 def adopt(result, settings: Horovod) -> Any:

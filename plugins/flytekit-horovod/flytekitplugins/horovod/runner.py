@@ -36,7 +36,7 @@ class HorovodRunner:
             task = None
         settings = self.settings or (task.settings if task else Horovod())
         if self.np < 0:
-            return run_local(main, kwargs, -self.np, settings)[0].value
+            return run_local(main, kwargs, -self.np, settings, says_where=task is None)[0].value
         if task is not None:
             spark, failure_dir = task.spark, f"{task.store_prefix}/failures/runner"
         else:

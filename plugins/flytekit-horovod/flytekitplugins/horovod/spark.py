@@ -17,22 +17,24 @@ from flytekit.extend import ExecutionState, TaskPlugins
 from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
+from .artifacts import SaysWhere, in_working_directory, say_where
 from .constructs import refuse_dynamic, refuse_spark_map, spark_map_refused
 from .disk_full import disk_full_error
 from .errors import lost_in_horovod_launcher
 from .estimator_checks import check_columns  # noqa: F401  (importing it checks every Estimator's columns first)
 from .executor import _shims
 from .executor.classify import rank_of
+from .executor.noise import quiet_this_process
 from .executor.rank import import_path
 from .executor.rank_output import RankOutput, log_dir
 from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .horovod_deck import add_horovod_deck
 from .interrupt import stops_spark_on_interrupt
+from .local_driver import LOOPBACK, quiet_in_local_runs, quiet_local_driver
 from .spark_launcher import run_on_spark, spark_slots
 
 logger = logging.getLogger("flytekitplugins.horovod")
 CONTEXT_ATTR = "HOROVOD_SPARK"  # flytekit.current_context().horovod_spark inside a HorovodSpark task
-LOOPBACK = "127.0.0.1"
 
 
 @dataclass
@@ -88,16 +90,20 @@ def prepare_local_session(num_proc: int, spark_conf: Optional[Dict[str, str]] = 
 
     A ``local[N]`` master with a slot per rank, and the driver advertised on the loopback address it is bound to
     (else, where the host name resolves to a loopback address, Spark advertises another interface and cannot fetch
-    task results over 1 MB), and no Spark UI (it would listen on every interface). Also makes Spark's Python workers run this interpreter (the one with Horovod) rather
-    than ``python3`` on PATH, unless ``PYSPARK_PYTHON`` says otherwise: pyspark reads only that variable.
+    task results over 1 MB), and no Spark UI (it would listen on every interface). Also makes Spark's Python workers
+    run this interpreter (the one with Horovod) rather than ``python3`` on PATH, unless ``PYSPARK_PYTHON`` says
+    otherwise: pyspark reads only that variable. No progress bars: they would break into the ranks' lines on the
+    console.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = dict(spark_conf or {})
     conf.setdefault("spark.master", f"local[{max(num_proc, os.cpu_count() or 1)}]")
+    conf.setdefault("spark.ui.showConsoleProgress", "false")
     if conf["spark.master"].startswith("local"):  # a user's own cluster master keeps Spark's address choice
         conf.setdefault("spark.driver.bindAddress", LOOPBACK)
         conf.setdefault("spark.driver.host", LOOPBACK)
         conf.setdefault("spark.ui.enabled", "false")
+        quiet_local_driver()
     return conf
 
 
@@ -225,7 +231,7 @@ def _importable_in_workers(spark, python_path: str) -> None:
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
 
 
-class HorovodSparkFunctionTask(PysparkFunctionTask):
+class HorovodSparkFunctionTask(SaysWhere, PysparkFunctionTask):
     """A Spark task (type ``spark``) whose body runs on the driver with Horovod helpers at hand."""
 
     def __init__(self, task_config: HorovodSpark, task_function: Callable, **kwargs):
@@ -263,9 +269,12 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
             folder, ctx = log_dir(), FlyteContextManager.current_context()
             if horovod.outputs and folder and ctx.file_access.is_remote(horovod.store_prefix):
                 ctx.file_access.put_data(folder, f"{horovod.store_prefix}/logs", is_multipart=True)
+                deck = f"{current_context().output_metadata_prefix}/deck.html" if self.enable_deck else None
+                say_where(self.name.split(".")[-1], horovod.settings, [f"{horovod.store_prefix}/logs/"], deck)
             add_horovod_deck(horovod.settings)
 
     def pre_execute(self, user_params: ExecutionParameters) -> ExecutionParameters:
+        quiet_this_process(self.task_config.horovod.verbose)  # the driver: the body's imports and Horovod's Spark code
         ctx = FlyteContextManager.current_context()
         local = not (ctx.execution_state and ctx.execution_state.mode == ExecutionState.Mode.TASK_EXECUTION)
         num_proc = self.task_config.num_proc
@@ -283,7 +292,10 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
             prefix = f"{prefix.rstrip('/')}/horovod"
         if self.sess.sparkContext.master.startswith("local"):
             _importable_in_workers(self.sess, import_path(self.task_function))
-        horovod = HorovodSparkContext(num_proc, self.task_config.horovod, self.sess, prefix)
+        settings = self.task_config.horovod
+        # locally a relative timeline lands in the task's working directory; an executor has none on a cluster
+        horovod = HorovodSparkContext(num_proc, in_working_directory(settings) if local else settings, self.sess,
+                                      prefix)
         params = params.builder().add_attr(CONTEXT_ATTR, horovod).build()
         _shims.keep_attrs_across_dispatch(user_params, params)
         return params
@@ -302,5 +314,7 @@ class HorovodSparkFunctionTask(PysparkFunctionTask):
 
 
 TaskPlugins.register_pythontask_plugin(HorovodSpark, HorovodSparkFunctionTask)
-# every Spark task, the plain ones of flytekitplugins-spark too, ends a Ctrl-C as InterruptedByUser (see interrupt)
+# every Spark task, the plain ones of flytekitplugins-spark too, ends a Ctrl-C as InterruptedByUser (see interrupt), and
+# starts a local run's driver quiet (see local_driver)
 PysparkFunctionTask.execute = stops_spark_on_interrupt(PysparkFunctionTask.execute)
+PysparkFunctionTask.pre_execute = quiet_in_local_runs(PysparkFunctionTask.pre_execute)

@@ -28,6 +28,7 @@ from .executor.failures import RankFailures
 from .executor.gloo import start_rendezvous, stop_soon
 from .executor.job_secret import job_secret, with_job_secret
 from .executor.loopback import LOOPBACK, LOOPBACK_ENV
+from .executor.noise import quiet_env
 from .executor.processes import SETTLE_S
 from .executor.rank import RankJob, RankResult, import_path, run_rank
 from .executor.rank_output import RankOutput
@@ -105,6 +106,7 @@ def run_on_spark(
     controller's launcher, and the Gloo ranks of a local session, which append to its log file); else the Gloo ranks
     print where their Spark tasks run (an executor's log on a cluster).
     """
+    settings = settings.for_body(fn)
     settings.check_before_launch()
     wait_for_slots(spark, num_proc, settings.start_timeout)
     failures = RankFailures(failure_dir)
@@ -112,7 +114,7 @@ def run_on_spark(
     sc = spark.sparkContext
     local_mode = sc.master.startswith("local")
     # epoch lines as they happen; a new job secret for the slot plan and the ranks' liveness hellos
-    env = with_job_secret({**settings.env(), **(env or {}), "PYTHONUNBUFFERED": "1"})
+    env = with_job_secret({**settings.env(), **quiet_env(settings.verbose), **(env or {}), "PYTHONUNBUFFERED": "1"})
     if local_mode:  # every listener of the ranks on loopback; where fn's module imports from, and the session's
         # Python workers' path (the task's module)
         env[LOOPBACK_ENV] = "1"

@@ -23,6 +23,7 @@ from .job_secret import SECRET_ENV, job_secret
 from .joining import JoinWatch
 from .liveness import Liveness, LostRank
 from .loopback import bind_horovod_to_loopback
+from .noise import quiet_this_process
 from .processes import die_with_launcher
 from .settings import SETTINGS_ENV, Horovod, HorovodConfigError
 from .stall import StallWatch
@@ -93,16 +94,18 @@ def configure_rank_logging(rank: int, size: int) -> None:
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(logging.INFO)
-    # absl (TensorFlow >= 2.16's tf.data) logs "Sharding callback duration" at INFO on every epoch: its warnings stay
-    logging.getLogger("absl").setLevel(logging.WARNING)
+    # TensorFlow gives its logger a handler of its own when imported before this (hvd.init() of horovod.tensorflow):
+    # its lines would print twice, raw and rank-prefixed
+    logging.getLogger("tensorflow").handlers = []
 
 
 def start_rank(settings: Horovod) -> Tuple[int, int]:
-    """Prepare this process as one Horovod rank: the settings in its environment, ``hvd.init()`` of the chosen
-    framework, rank-prefixed logs. Horovod's services bind loopback in a local run, an elastic rank signs its
-    address for the rendezvous. Returns (rank, size)."""
+    """Prepare this process as one Horovod rank: the settings in its environment, the known noise filtered (``noise``),
+    ``hvd.init()`` of the chosen framework, rank-prefixed logs. Horovod's services bind loopback in a local run, an
+    elastic rank signs its address for the rendezvous. Returns (rank, size)."""
     os.environ[SETTINGS_ENV] = settings.to_json()
     os.environ.update(settings.env())
+    quiet_this_process(settings.verbose)
     bind_horovod_to_loopback()
     if os.environ.get("HOROVOD_ELASTIC") == "1":
         sign_worker_addresses()
@@ -114,6 +117,8 @@ def start_rank(settings: Horovod) -> Tuple[int, int]:
     if rank == 0:
         logger.info("Horovod world of %d ranks, controller %s, framework %s, settings %s", size,
                     settings.controller, settings.framework, settings.env())
+    else:  # a line in the log of every rank (rank 0's alone reach the console)
+        logger.info("rank %d of %d started on %s, process %d", rank, size, this_host(), os.getpid())
     return rank, size
 
 

@@ -3,18 +3,23 @@
 import dataclasses
 import importlib
 import json
+import logging
 import math
 import os
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .body_framework import FALLBACK, body_framework
 from .frameworks import FRAMEWORK_BUILDS
 
+logger = logging.getLogger("flytekitplugins.horovod")
 CONTROLLERS = ("gloo", "mpi")
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
 # The Horovod module whose ``init()`` a rank runs before the task body, per framework (None: the body initialises it).
 FRAMEWORKS = {name: build.module for name, build in FRAMEWORK_BUILDS.items()}
+ARTIFACTS = ("timeline_filename", "autotune_log_file")  # the files Horovod's rank 0 writes
+AUTO = "auto"  # Horovod(framework=AUTO): the framework the task body's code names (``for_body``)
 SETTINGS_ENV = "FLYTE_HOROVOD_SETTINGS"  # the settings as JSON, so every rank can read them back
 
 
@@ -65,9 +70,10 @@ class Horovod:
 
     Args:
         controller: "gloo" (no MPI needed) or "mpi" (OpenMPI's mpirun launches the ranks).
-        framework: the Horovod module each rank initialises before the body runs: "tensorflow" (default),
-            "keras" (standalone Keras 2), "pytorch" or "mxnet" (Horovod must be built with it); None leaves
-            ``hvd.init()`` to the body.
+        framework: the Horovod module each rank initialises before the body runs: "auto" (default: the one the
+            body's code names, see ``body_framework``; "tensorflow" where it names none), "tensorflow", "keras"
+            (standalone Keras 2), "pytorch" or "mxnet" (Horovod must be built with it); None leaves ``hvd.init()`` to
+            the body.
         fusion_threshold_mb: tensor fusion buffer size in whole MB, as horovodrun's ``--fusion-threshold-mb`` takes
             it (Horovod's default is 128 MB; 0 disables fusion).
         cycle_time_ms: how long the background thread waits between fusion cycles.
@@ -94,7 +100,7 @@ class Horovod:
     """
 
     controller: str = "gloo"
-    framework: Optional[str] = "tensorflow"
+    framework: Optional[str] = AUTO
     fusion_threshold_mb: Optional[float] = None
     cycle_time_ms: Optional[float] = None
     cache_capacity: Optional[int] = None
@@ -124,8 +130,8 @@ class Horovod:
         problems = []
         if self.controller not in CONTROLLERS:
             problems.append(f"controller={self.controller!r} is not one of {', '.join(CONTROLLERS)}")
-        if self.framework is not None and self.framework not in FRAMEWORKS:
-            problems.append(f"framework={self.framework!r} is not one of {', '.join(FRAMEWORKS)} or None")
+        if self.framework is not None and self.framework not in (AUTO, *FRAMEWORKS):
+            problems.append(f"framework={self.framework!r} is not one of {', '.join((AUTO, *FRAMEWORKS))} or None")
         for name in ("fusion_threshold_mb", "cache_capacity"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -198,11 +204,31 @@ class Horovod:
                 args += ["-mca", name, str(value)]
         return args
 
+    def for_body(self, fn: Callable) -> "Horovod":
+        """These settings for the body ``fn``: ``framework="auto"`` replaced by the framework ``fn``'s code names
+        (``body_framework``), or "tensorflow" (logged, with how to choose) where it names none or several."""
+        if self.framework != AUTO:
+            return self
+        framework = body_framework(fn)
+        if framework is None:
+            framework = FALLBACK
+            logger.warning("Horovod(framework='auto'): %s names no single framework, so each rank initialises %s; "
+                           "set Horovod(framework=...) to choose (None leaves hvd.init() to the body)",
+                           getattr(fn, "__qualname__", fn), FRAMEWORKS[framework])
+        return dataclasses.replace(self, framework=framework)
+
+    def files_in(self, folder: str) -> "Horovod":
+        """These settings with a relative ``timeline_filename`` or ``autotune_log_file`` made a whole path in
+        ``folder`` (a task's working directory): Horovod would write it relative to wherever each rank started."""
+        files = {name: os.path.join(folder, getattr(self, name)) for name in ARTIFACTS
+                 if getattr(self, name) and not os.path.isabs(getattr(self, name))}
+        return dataclasses.replace(self, **files) if files else self
+
     def check_before_launch(self) -> None:
         """Fail before any rank starts: the framework is one this Horovod build lacks, or a file Horovod will write
         has no folder on this host."""
         self.check_framework()
-        for name in ("timeline_filename", "autotune_log_file"):
+        for name in ARTIFACTS:
             path = getattr(self, name)
             folder = os.path.dirname(os.path.abspath(path)) if path else None
             if folder and not os.path.isdir(folder):
@@ -213,12 +239,13 @@ class Horovod:
         when the build lacks ``framework`` (checked on disk, nothing imported: see ``build_info``)."""
         from ..build_info import framework_built, missing_framework  # here: `python -m .build_info` runs it as main
 
-        if self.framework is not None and not framework_built(self.framework):
+        if self.framework not in (None, AUTO) and not framework_built(self.framework):
             raise HorovodConfigError(missing_framework(self.framework))
 
     def module(self) -> Optional[Any]:
-        """The chosen framework's Horovod module (``horovod.tensorflow`` ...), or None when ``framework`` is None."""
-        if self.framework is None:
+        """The chosen framework's Horovod module (``horovod.tensorflow`` ...), or None when ``framework`` is None (or
+        "auto", not yet resolved by ``for_body``)."""
+        if self.framework in (None, AUTO):
             return None
         self.check_framework()
         try:
