@@ -8,8 +8,11 @@ MPI Operator v2), ``slots`` of them in each host. No Horovod interface or addres
 """
 
 import os
+import time
+from pathlib import Path
 
 import pytest
+from flyteidl.core import errors_pb2
 
 from tests.cluster.backend import Attempt, mpi_launcher, observed_env, operator_discovery_script, value, writes
 from tests.cluster.contract import launcher_args
@@ -111,3 +114,31 @@ def test_elastic_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, reg
     ranks = 2 * slots
     assert outputs["total"] == ranks * (ranks + 1) / 2 and outputs["size"] == ranks
     assert sorted(os.listdir(attempt.output_prefix)) == ["outputs.pb"]
+
+
+def test_an_elastic_job_whose_ranks_are_out_of_step_fails_with_the_stall_the_launcher_writes(network, registration,
+                                                                                            tmp_path):
+    """Horovod's elastic loop takes the stall check's shutdown for a reset and would run the stalled step again until
+    the pod's deadline: the launcher gives up once rank 0 recorded the stall and writes it as the task's error."""
+    task = "elastic_stalls"
+    template = registration.task(f"{FLOWS}.{task}")
+    args = launcher_args(task, list(template.container.args), 1)
+    a, b, c = network["a"], network["b"], network["c"]
+    discover = tmp_path / "discover_hosts.sh"
+    discover.write_text(operator_discovery_script([b.name, c.name], mpi_job(template).slots_per_worker))
+    discover.chmod(0o755)
+    attempt = Attempt(tmp_path / "attempt")
+    attempt.write_inputs(template, {"marker_dir": str(tmp_path / "markers")})
+    env = pod_env(template, attempt, {})
+
+    started = time.monotonic()
+    with worker_pods(network, {"b": env, "c": env}, tmp_path):
+        ran = mpi_launcher(template, attempt, tmp_path, workers=[b.name, c.name], on=a.command([]), timeout=300,
+                           mounts={args[args.index("--host-discovery-script") + 1]: str(discover)})
+    took = time.monotonic() - started
+    assert ran.returncode == 0, ran.output[-5000:]  # the launcher pod succeeds, so propeller reads error.pb
+    assert sorted(os.listdir(attempt.output_prefix)) == ["error.pb"], ran.output[-5000:]
+    error = errors_pb2.ErrorDocument.FromString((Path(attempt.output_prefix) / "error.pb").read_bytes()).error
+    assert error.kind == errors_pb2.ContainerError.NON_RECOVERABLE, error.message  # a retry would stall the same way
+    assert "StalledRanksError" in error.message and "rank 1 never submitted" in error.message, error.message
+    assert took < 150, (took, ran.output[-3000:])  # start-up, the stall's 10 s, then at most a reset and a second

@@ -103,6 +103,25 @@ def elastic_2x2(marker_dir: str) -> World:
     return _world(marker_dir)
 
 
+@task(task_config=HorovodJob(worker=Worker(replicas=2), min_workers=1, max_workers=2, elastic_timeout=60,
+                             horovod=Horovod(stall_timeout=10)))
+def elastic_stalls(marker_dir: str) -> int:
+    """Rank 1 stuck in its own code (a data loader that never yields) while rank 0 waits in an allreduce."""
+    import horovod.torch as hvd
+    import torch
+
+    @hvd.elastic.run
+    def train(state) -> int:
+        hvd.allreduce(torch.tensor(1.0), name="warm_up")
+        _mark(marker_dir, hvd.rank(), size=hvd.size())
+        if hvd.rank() == 1:
+            time.sleep(600)
+        hvd.allreduce(torch.tensor(1.0), name="epoch_metric")
+        return hvd.size()
+
+    return train(hvd.elastic.TorchState(step=0))
+
+
 @task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
 def mpi_train(marker_dir: str, steps: int) -> int:
     return train(marker_dir, steps)

@@ -34,7 +34,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -111,6 +111,11 @@ def _option(command: Sequence[str], name: str, after: str) -> Optional[str]:
     return words[words.index(name) + 1] if name in words[:-1] else None
 
 
+def raw_output_prefix(command: Sequence[str]) -> Optional[str]:
+    """The task's raw output prefix (where the ranks' failure folder is) in the launcher ``command``."""
+    return _option(command, "--raw-output-data-prefix", entrypoint(command))
+
+
 def rank_host(command: Sequence[str], env: Dict[str, str], rank: int) -> Optional[str]:
     """The host a fixed-size launch put ``rank`` on: Horovod's own assignment over the hostfile, which is also where
     ``mpirun -map-by slot`` puts it (each host's slots in turn, in hostfile order); None for an elastic launch."""
@@ -129,7 +134,7 @@ def launcher_failure(command: Sequence[str], env: Dict[str, str], output: str, c
     from .executor.classify import DIED, describe_status, launcher_failed_rank
     from .executor.failures import job_failures
 
-    failures = job_failures(_option(command, "--raw-output-data-prefix", entrypoint(command)))
+    failures = job_failures(raw_output_prefix(command))
     named = launcher_failed_rank(output)
     if named is not None:
         host = rank_host(command, env, named.rank)
@@ -165,6 +170,18 @@ def with_job_secret_passed(command: Sequence[str], env: Dict[str, str]) -> List[
     return list(command)
 
 
+def _stalled(command: Sequence[str]) -> Callable[[], bool]:
+    """For an elastic launch: whether rank 0 recorded that Horovod's stall check stopped the ranks. Horovod's elastic
+    loop takes that shutdown for a reset and runs the stalled step again, until the pod's deadline; the launcher gives
+    up instead (asked once a second) and writes the stall as the task's error. A fixed-size launch ends by itself:
+    rank 0 exits non-zero after recording the stall."""
+    if "--host-discovery-script" not in command:
+        return lambda: False
+    from .executor.failures import job_failures
+
+    return job_failures(raw_output_prefix(command)).stalled
+
+
 def run(command: Sequence[str], slots: int) -> int:
     """Run the launcher ``command`` with ``slots`` per worker; own the task's error when it fails. Returns 0, or 1
     after writing ``error.pb`` where ``FLYTE_FAIL_ON_ERROR`` is true (an error writing it is raised: the pod then
@@ -183,7 +200,7 @@ def run(command: Sequence[str], slots: int) -> int:
         command = with_slots(command, env, slots, workdir)
         processes.start(os.path.basename(command[0]), with_job_secret_passed(command, env), env, prefix=None,
                         die_with_parent=True)
-        failed = processes.wait()
+        failed = processes.wait(give_up=_stalled(command))
         if failed is None:
             return 0
         error = launcher_failure(command, env, processes.finished_output(0), failed[1])

@@ -24,6 +24,7 @@ from .executor import _shims
 from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
 from .executor.noise import quiet_this_process
+from .executor.processes import pdeathsig_setter
 from .executor.rank import (
     current_rank,
     flush_streams,
@@ -149,6 +150,10 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     """
     import flytekit
 
+    if os.environ.get("HOROVOD_ELASTIC") == "1":
+        # horovodrun starts a remote rank over ssh without a terminal: when the launcher stops it (a stall), sshd
+        # sends the rank no SIGHUP, and a rank stuck in its own code would outlive the job; it ends with its sshd
+        pdeathsig_setter(signal.SIGKILL)()
     settings = in_working_directory(task.task_config.horovod).for_body(task._task_function)
     settings.check_framework()  # a framework this image's Horovod lacks: the same error, first, on every rank
     rank, size = launched_rank(), launched_size()
