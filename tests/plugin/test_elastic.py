@@ -33,7 +33,9 @@ def test_custom_is_kfmpis_and_the_command_is_kfmpis_with_the_elastic_bounds():
     kf_prefix = kf[:at]
     kf_prefix[kf_prefix.index("--min-np") + 1], kf_prefix[kf_prefix.index("--max-np") + 1] = "4", "8"
     assert cmd[:at] == kf_prefix  # kfmpi's horovodrun, with min 2 x 2 and max 4 x 2 ranks
-    assert cmd[at:at + 6] == ["--gloo", "--start-timeout", "60", "--fusion-threshold-mb", "16", "pyflyte-execute"]
+    assert cmd[at:at + 10] == ["--gloo", "--start-timeout", "60", "--stall-check-warning-time-seconds", "60",
+                               "--stall-check-shutdown-time-seconds", "300", "--fusion-threshold-mb", "16",
+                               "pyflyte-execute"]
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -9,8 +9,10 @@ import time
 import urllib.request
 
 import pytest
+from horovod.runner.common.util.secret import make_secret_key
 
 from flytekitplugins.horovod.executor import gloo
+from flytekitplugins.horovod.executor.job_secret import SECRET_ENV, signed_put
 from flytekitplugins.horovod.executor.processes import PARENT_PID_ENV, Processes
 from flytekitplugins.horovod.executor.rank import RESULT_FD, STDIN, RankJob, rank_command
 from flytekitplugins.horovod.executor.settings import Horovod
@@ -34,12 +36,13 @@ def _get(port: int, path: str):
 def test_a_late_task_does_not_wipe_the_keys_of_started_ranks():
     """Horovod's own rendezvous server with our plan handler: task 0 reports the hosts, its rank registers a key,
     task 1 reports the hosts late; the key must still be there (Horovod's init() would have cleared it)."""
-    server, port = gloo.start_rendezvous(verbose=False)
+    key = make_secret_key()  # the job's secret: the plan is signed with it (issue 30)
+    server, port = gloo.start_rendezvous(verbose=False, key=key)
     try:
         hosts = json.dumps(["10.0.0.1", "10.0.0.2"]).encode()
-        assert _put(port, f"{gloo.PLAN_SCOPE}/hosts", hosts) == 200
+        signed_put("127.0.0.1", port, f"/{gloo.PLAN_SCOPE}/hosts", hosts, key)  # raises unless answered 200
         assert _put(port, "global/rank_0", b"address of rank 0") == 200
-        assert _put(port, f"{gloo.PLAN_SCOPE}/hosts", hosts) == 200  # the late task
+        signed_put("127.0.0.1", port, f"/{gloo.PLAN_SCOPE}/hosts", hosts, key)  # the late task
         assert _get(port, "global/rank_0") == (200, b"address of rank 0")
         assert gloo.planned_hosts(server) == ["10.0.0.1", "10.0.0.2"]
     finally:
@@ -59,18 +62,19 @@ def test_real_gloo_ranks_meet_when_one_task_starts_ten_seconds_late(tmp_path):
     rank 0 registered its keys (executors start seconds apart); both ranks must still finish their allreduce."""
     import cloudpickle
 
-    server, port = gloo.start_rendezvous(verbose=False)
+    key = make_secret_key()
+    server, port = gloo.start_rendezvous(verbose=False, key=key)
     hosts = ["127.0.0.1", "127.0.0.1"]
     job = cloudpickle.dumps(RankJob.of(_allreduce_sum, {}, str(tmp_path / "failures"), Horovod(), all_ranks=True))
     processes, pipes = Processes(), []
     try:
         for rank, delay in ((0, 0), (1, 10)):
             time.sleep(delay)
-            assert _put(port, f"{gloo.PLAN_SCOPE}/hosts", json.dumps(hosts).encode()) == 200
+            signed_put("127.0.0.1", port, f"/{gloo.PLAN_SCOPE}/hosts", json.dumps(hosts).encode(), key)
             slot = gloo.host_plan(hosts)[1][rank]
             read_end, write_end = os.pipe()
             env = {**os.environ, **gloo.rank_env(slot, "127.0.0.1", port, gloo.loopback_interface()),
-                   PARENT_PID_ENV: str(os.getpid()), "PYTHONPATH": str(ROOT)}
+                   PARENT_PID_ENV: str(os.getpid()), "PYTHONPATH": str(ROOT), SECRET_ENV: key.hex()}
             processes.start(f"rank {rank}", rank_command(STDIN, f"{RESULT_FD}{write_end}"), env, prefix=str(rank),
                             stdin=job, pass_fds=(write_end,))
             os.close(write_end)

@@ -71,11 +71,13 @@ class RankJob:
     @classmethod
     def of(cls, fn: Callable, kwargs: Optional[Dict[str, Any]], failure_dir: str, settings: Horovod,
            **options: Any) -> "RankJob":
-        """The job of ``fn(**kwargs)``; ``HorovodConfigError`` if ``fn`` or a kwarg cannot be pickled to the ranks."""
+        """The job of ``fn(**kwargs)``, with ``framework="auto"`` resolved for ``fn`` (the ranks get the body pickled,
+        not its code); ``HorovodConfigError`` if ``fn`` or a kwarg cannot be pickled to the ranks."""
         kwargs = dict(kwargs or {})
         for name, value in kwargs.items():
             pickled(value, f"argument {name!r}", HorovodConfigError)
-        return cls(pickled(fn, "the function", HorovodConfigError), kwargs, failure_dir, settings, **options)
+        return cls(pickled(fn, "the function", HorovodConfigError), kwargs, failure_dir, settings.for_body(fn),
+                   **options)
 
 
 @dataclass
