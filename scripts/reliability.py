@@ -240,6 +240,7 @@ STALL_CASES = [
     ("spark", "uneven-torch", "rank 1 has 3 more batches than rank 0, PyTorch", OUT_OF_STEP),
     ("gloo", "uneven-keras", "rank 1 has 3 more batches than rank 0, Keras `fit`", OUT_OF_STEP),
     ("mpi", "uneven-keras", "rank 1 has 3 more batches than rank 0, Keras `fit`", OUT_OF_STEP),
+    ("spark", "uneven-keras", "rank 1 has 3 more batches than rank 0, Keras `fit`", OUT_OF_STEP),
     ("gloo", "stuck", "rank 1 stuck in its own code, outside any collective", OUT_OF_STEP),
     ("mpi", "before-init", "rank 1 stuck before `hvd.init()`",
      r"^Horovod ranks never met: .*rank 1 on .* started but never reached it"),
