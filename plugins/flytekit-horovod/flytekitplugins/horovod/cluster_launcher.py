@@ -151,7 +151,7 @@ def write_task_error(command: Sequence[str], error: BaseException) -> None:
 
     from .executor import _shims
 
-    with setup_execution(_option(command, "--raw-output-data-prefix", entrypoint(command)),
+    with setup_execution(raw_output_prefix(command),
                          output_metadata_prefix=_option(command, "--output-prefix", entrypoint(command))) as ctx:
         _shims.write_error_document(ctx, error)
 
