@@ -2,24 +2,25 @@
 # One image for every pod of both routes: plain Flyte tasks, the Spark operator's driver and executors (Spark route),
 # and the MPI operator's launcher and workers (MPI route).
 #
-#   docker build -t REGISTRY/flytekitplugins-horovod:TAG .                       # CPU: tensorflow-cpu and CPU torch
-#   docker build --build-arg BASE_IMAGE=nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04 --build-arg TF_PACKAGE=tensorflow \
+#   docker build -t REGISTRY/flytekitplugins-horovod:TAG .                       # CPU: Horovod's CPU operations
+#   docker build --build-arg BASE_IMAGE=nvidia/cuda:13.0.0-cudnn-devel-ubuntu24.04 \
 #       --build-arg GPU=1 -t REGISTRY/flytekitplugins-horovod:TAG-gpu .          # GPU: Horovod's NCCL operations
 #   pyflyte --pkgs workflows package --image REGISTRY/flytekitplugins-horovod:TAG     # or: pyflyte register --image ...
 #
-# The CPU image gets torch==2.13.0 from pip's own index, which serves the CUDA build on Linux (several GB); add
-# --build-arg TORCH_INDEX_URL=<PyTorch's CPU wheel index> for the CPU-only wheel. The GPU image builds on a CUDA
-# *devel* image (nvcc and NCCL, which Horovod's NCCL operations compile against; Ubuntu 22.04's Python 3.11 is
-# installed when the base image has none) and takes the CUDA torch from pip's own index.
+# The CPU image gets torch==2.15.0 from pip's own index, which serves the CUDA 13 build on Linux (several GB; it runs
+# on the CPU); add --build-arg TORCH_INDEX_URL=<PyTorch's CPU wheel index> for the CPU-only wheel. TensorFlow is the
+# `tensorflow` wheel (tf-keras requires it; it runs on the CPU where no GPU is). The GPU image builds on a CUDA
+# *devel* image matching torch's CUDA (nvcc and NCCL, which Horovod's NCCL operations compile against; Ubuntu 24.04's
+# Python 3.12 is installed when the base image has none).
 #
 # Python packages come from scripts/setup.sh with constraints.txt, the same script and pins as a local set-up, so the
 # image and a developer's .venv cannot drift (tests/cluster/test_dockerfile.py checks this file against both).
 # See docs/deploy.md.
-ARG BASE_IMAGE=python:3.11-slim-bookworm
+ARG BASE_IMAGE=python:3.12-slim-bookworm
 FROM ${BASE_IMAGE}
 
-# tensorflow-cpu (default) or tensorflow (the GPU wheel); setup.sh installs the version pinned in constraints.txt.
-ARG TF_PACKAGE=tensorflow-cpu
+# Empty: the TensorFlow distribution constraints.txt pins (tensorflow, with tf-keras); setup.sh installs its version.
+ARG TF_PACKAGE=
 # 1: setup.sh builds Horovod with HOROVOD_GPU_OPERATIONS=NCCL (needs a CUDA devel base image).
 ARG GPU=0
 # A package index for torch (setup.sh passes it to pip as --index-url); empty: pip's own.
@@ -28,7 +29,7 @@ ARG TORCH_INDEX_URL=
 # System packages: Java 17 for Spark; OpenMPI (mpirun, and mpicc so Horovod builds its MPI controller); ssh client and
 # server for launchers that reach workers over SSH (MPI Operator v2, horovodrun outside Kubeflow); cmake and g++ to
 # build Horovod, and patch (the build command patches its sdist: the plugin's patches/); procps (ps, used by Spark's scripts); tini,
-# which the Spark entrypoint runs commands under; Python 3.11 from the distribution where the base image has none.
+# which the Spark entrypoint runs commands under; Python 3.12 from the distribution where the base image has none.
 # (/usr/share/man/man1 first: slim images leave out man pages, and the JDK's post-install step links one there.)
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
@@ -38,7 +39,7 @@ RUN mkdir -p /usr/share/man/man1 \
         openssh-client openssh-server \
         cmake g++ patch \
         procps tini \
-        $(command -v python3.11 >/dev/null || echo python3.11 python3.11-venv python3.11-dev) \
+        $(command -v python3.12 >/dev/null || echo python3.12 python3.12-venv python3.12-dev) \
     && rm -rf /var/lib/apt/lists/* \
     && mkdir -p /run/sshd
 
@@ -48,7 +49,7 @@ WORKDIR /root
 ENV VENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONPATH=/root \
-    SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \
+    SPARK_HOME=/opt/venv/lib/python3.12/site-packages/pyspark \
     PYSPARK_PYTHON=/opt/venv/bin/python3
 
 # Dependencies first, so code changes do not reinstall them. The editable install of this project only needs its

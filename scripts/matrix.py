@@ -2,13 +2,15 @@
 checks (the tests marked ``smoke``), with the table written into docs/stack.md.
 
     python3 scripts/matrix.py                 # every leg
-    python3 scripts/matrix.py newest          # one leg (the table keeps the other legs' last rows)
-    python3 scripts/matrix.py --no-table newest
+    python3 scripts/matrix.py legacy          # one leg (the table keeps the other legs' last rows)
+    python3 scripts/matrix.py --no-table legacy
 
-A leg is a Python, a pinned requirements file (``matrix/<leg>.txt``) and the frameworks Horovod is built for. The
-default leg is the project's own set-up (``scripts/setup.sh``, ``.venv``); the others live in ``.matrix/<leg>/venv``,
-environments a user can use (``source .matrix/newest/venv/bin/activate``). Each is built by the plugin's build
-command with the wheel cached in ``.cache/horovod``, so a second run rebuilds nothing. Standard library only.
+A leg is a Python, a pinned file and the frameworks Horovod is built for. The default leg is the project's own set-up
+(``scripts/setup.sh``, ``constraints.txt``, ``.venv``); the legacy leg is the same script with 2023's constraints
+(``matrix/legacy-constraints.txt``); the others install a requirements file (``matrix/<leg>.txt``). Each but the
+default lives in ``.matrix/<leg>/venv``, an environment a user can use (``source .matrix/legacy/venv/bin/activate``).
+Each is built by the plugin's build command with the wheel cached in ``.cache/horovod``, so a second run rebuilds
+nothing. Standard library only.
 """
 
 import argparse
@@ -38,6 +40,7 @@ class Leg:
     frameworks: List[str]  # what Horovod is built for
     what: str  # one line for the table
     smoke_paths: tuple = ("tests",)  # where its smoke tests are collected (a leg without TensorFlow: its own files)
+    constraints: Optional[str] = None  # set: built by scripts/setup.sh with these constraints (and the petastorm extra)
 
     @property
     def venv(self) -> Path:
@@ -48,15 +51,16 @@ class Leg:
         return str(self.venv / "bin" / "python")
 
     @property
-    def requirements(self) -> Optional[Path]:
-        return None if self.name == "default" else ROOT / "matrix" / f"{self.name}.txt"
+    def requirements(self) -> Path:
+        return ROOT / "matrix" / f"{self.name}.txt"
 
 
 LEGS = {leg.name: leg for leg in [
-    Leg("default", "python3.11", ["tensorflow", "pytorch"],
-        "Python 3.11, tensorflow-cpu 2.15.1 (Keras 2), torch 2.13.0 CPU, pyspark 3.5, pyarrow 10 (constraints.txt)"),
-    Leg("newest", "python3.12", ["tensorflow", "pytorch"],
-        "Python 3.12, tensorflow-cpu 2.21 + tf-keras, torch 2.15, pyspark 4, pyarrow and numpy 2 (matrix/newest.txt)"),
+    Leg("default", "python3.12", ["tensorflow", "pytorch"],
+        "Python 3.12, tensorflow 2.21 + tf-keras, torch 2.15, pyspark 4.3, pyarrow 26, numpy 2 (constraints.txt)"),
+    Leg("legacy", "python3.11", ["tensorflow", "pytorch"],
+        "Python 3.11, tensorflow-cpu 2.15.1 (Keras 2), torch 2.13.0 CPU, pyspark 3.5, pyarrow 10, petastorm "
+        "(matrix/legacy-constraints.txt)", constraints="matrix/legacy-constraints.txt"),
     Leg("mxnet", "python3.11", ["mxnet"],
         "Python 3.11, mxnet 1.9.1, numpy 1.23.5, pyspark 3.5 (matrix/mxnet.txt)", ("tests/plugin/test_mxnet_mpi.py",)),
 ]}
@@ -88,6 +92,10 @@ def build(leg: Leg, log: Path) -> Dict[str, object]:
     started = time.monotonic()
     if leg.name == "default":
         code = run(["bash", str(ROOT / "scripts" / "setup.sh")], log, cwd=ROOT)
+    elif leg.constraints:
+        code = run(["bash", str(ROOT / "scripts" / "setup.sh")], log, cwd=ROOT, env={
+            **os.environ, "VENV": str(leg.venv), "CONSTRAINTS": str(ROOT / leg.constraints),
+            "EXTRAS": "test,petastorm"})
     else:
         leg.venv.parent.mkdir(parents=True, exist_ok=True)
         pip = [leg.bin_python, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
@@ -126,7 +134,7 @@ def smoke(leg: Leg, log: Path) -> Dict[str, str]:
 
 def versions(leg: Leg) -> str:
     """Python's and the main packages' versions in the leg's environment, as one line."""
-    names = ["tensorflow-cpu", "tf-keras", "torch", "mxnet", "pyspark", "pyarrow", "numpy", "flytekit"]
+    names = ["tensorflow", "tensorflow-cpu", "tf-keras", "torch", "mxnet", "pyspark", "pyarrow", "numpy", "flytekit"]
     code = ("import importlib.metadata as m, platform\nprint('Python', platform.python_version())\nfor n in %r:\n"
             "    try: print(n, m.version(n))\n    except Exception: pass" % names)
     done = subprocess.run([leg.bin_python, "-c", code], capture_output=True, text=True)

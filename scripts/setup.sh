@@ -8,24 +8,39 @@
 #   allreduce work.
 # The Dockerfile runs this same script, so the image and a local set-up install the same pins.
 #
-# Environment: VENV (default .venv), PYTHON (default python3.11), TF_PACKAGE (tensorflow-cpu or
-# tensorflow), TORCH_INDEX_URL (a package index for torch, e.g. a CPU-only or a CUDA one; default: pip's own),
+# Environment: VENV (default .venv), PYTHON (default: Python 3.12, found on PATH or under pyenv), CONSTRAINTS (default
+# constraints.txt: the 2026 stack; make matrix's legacy leg passes matrix/legacy-constraints.txt), TF_PACKAGE (default:
+# the TensorFlow distribution the constraints pin: tensorflow, which tf-keras requires, or tensorflow-cpu on the legacy
+# stack), TORCH_INDEX_URL (a package index for torch, e.g. a CPU-only or a CUDA one; default: pip's own),
 # GPU (0|1: build Horovod's NCCL operations, needs CUDA and NCCL), WITH_MPI (auto|0|1), EXTRAS (default test).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${VENV:-$ROOT/.venv}
-PYTHON=${PYTHON:-python3.11}
-TF_PACKAGE=${TF_PACKAGE:-tensorflow-cpu}
+CONSTRAINTS=${CONSTRAINTS:-$ROOT/constraints.txt}
+PYTHON_VERSION=${PYTHON_VERSION:-$(sed -nE 's/^# python ([0-9.]+)$/\1/p' "$CONSTRAINTS")}  # the constraints' header says
+TF_PACKAGE=${TF_PACKAGE:-$(grep -qE '^tensorflow-cpu==' "$CONSTRAINTS" && echo tensorflow-cpu || echo tensorflow)}
 TORCH_INDEX_URL=${TORCH_INDEX_URL:-}
 GPU=${GPU:-0}
 WITH_MPI=${WITH_MPI:-auto}
 EXTRAS=${EXTRAS:-test}
-CONSTRAINTS=$ROOT/constraints.txt
 PLUGIN=$ROOT/plugins/flytekit-horovod  # the plugin: its own distribution, installed before the example project
 PLUGIN_PKG=$PLUGIN/flytekitplugins/horovod  # its build command (build.py) and Horovod patch series (patches/)
 export TF_CPP_MIN_LOG_LEVEL=3 PIP_DISABLE_PIP_VERSION_CHECK=1
 say() { echo "[setup] $*" >&2; }
+
+# The interpreter: PYTHON if given, else pythonX.Y on PATH when it really runs (a pyenv shim whose version is not
+# selected answers "command not found"), else pyenv's or the system's installs of that version.
+find_python() {
+    local name=python$PYTHON_VERSION candidate
+    for candidate in "${PYTHON:-}" "$name" "$(pyenv prefix "$PYTHON_VERSION" 2>/dev/null | head -1)/bin/$name" \
+            $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$PYTHON_VERSION".*/bin/"$name" 2>/dev/null | sort -rV) \
+            "/usr/bin/$name" "/usr/local/bin/$name"; do
+        [ -n "$candidate" ] || continue
+        if "$candidate" -c 'import sys, venv' >/dev/null 2>&1; then command -v "$candidate"; return 0; fi
+    done
+    return 1
+}
 
 # --- 1. system packages -----------------------------------------------------------------------
 java_ok() {
@@ -33,7 +48,7 @@ java_ok() {
     local v; v=$(java -version 2>&1 | head -1 | sed -E 's/.*version "([0-9]+)(\.([0-9]+))?.*/\1 \3/')
     set -- $v
     local major=$1; [ "$major" = 1 ] && major=${2:-0}
-    case "$major" in 8|11|17|21) return 0 ;; *) say "java $major found; pyspark 3.5 needs 8, 11, 17 or 21"; return 1 ;; esac
+    case "$major" in 17|21) return 0 ;; *) say "java $major found; pyspark 4 needs 17 or 21"; return 1 ;; esac
 }
 missing=()
 java_ok || missing+=(openjdk-17-jre-headless)
@@ -91,14 +106,21 @@ if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.setup-key" 2>/dev/null)" = "$ke
 fi
 
 # --- 3. virtual environment, TensorFlow, PyTorch, the plugin and this project, then Horovod -----------------------
-[ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+if [ ! -x "$VENV/bin/python" ]; then
+    PYTHON=$(find_python) || { say "Python $PYTHON_VERSION not found (on PATH, under pyenv, /usr/bin, /usr/local/bin). Install it" \
+        "(Debian 13 / Ubuntu 24.04: apt-get install python$PYTHON_VERSION-venv python$PYTHON_VERSION-dev;" \
+        "elsewhere: pyenv install $PYTHON_VERSION, or the python.org installer) or set PYTHON=/path/to/python$PYTHON_VERSION"; exit 1; }
+    say "creating $VENV with $PYTHON"
+    "$PYTHON" -m venv "$VENV"
+fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-pinned() { grep -E "^$1==" "$CONSTRAINTS" | cut -d= -f3; }
+pinned() { grep -iE "^${1//[-_]/[-_]}==" "$CONSTRAINTS" | cut -d= -f3; }  # tf-keras is frozen as tf_keras
 "${PIP[@]}" install -c "$CONSTRAINTS" pip setuptools wheel
-tf_version=$(pinned tensorflow-cpu)
+tf_version=$(pinned "$TF_PACKAGE"); [ -n "$tf_version" ] || tf_version=$(pinned tensorflow)
+tf_keras=$(pinned tf-keras)  # TensorFlow >= 2.16: Horovod's Keras API needs Keras 2, i.e. tf-keras
 torch_version=$(pinned torch)
-say "installing $TF_PACKAGE==$tf_version and torch==$torch_version"
-"${PIP[@]}" install -c "$CONSTRAINTS" "$TF_PACKAGE==$tf_version"
+say "installing $TF_PACKAGE==$tf_version${tf_keras:+ with tf-keras==$tf_keras} and torch==$torch_version"
+"${PIP[@]}" install -c "$CONSTRAINTS" "$TF_PACKAGE==$tf_version" ${tf_keras:+"tf-keras==$tf_keras"}
 "${PIP[@]}" install -c "$CONSTRAINTS" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==$torch_version"
 
 say "installing the plugin (plugins/flytekit-horovod), the Rossmann project and their pinned dependencies"

@@ -39,11 +39,14 @@ def on_loopback_hostname(args: List[str], tmp_path: Path) -> List[str]:
 
 def pytest_collection_modifyitems(items):
     """``@pytest.mark.needs_framework("mxnet")``: skipped, saying so, where this Horovod build lacks the framework (the
-    default set-up builds TensorFlow and PyTorch; make matrix's legs build others)."""
+    default set-up builds TensorFlow and PyTorch; make matrix's legs build others). A ``multihost`` test is also
+    ``serial``: its hosts' traffic and timings are what it asserts, so ``make test`` runs it alone."""
     from flytekitplugins.horovod.build_info import built_frameworks
 
     built = built_frameworks()
     for item in items:
+        if item.get_closest_marker("multihost") and not item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.serial)
         for marker in item.iter_markers("needs_framework"):
             missing = [name for name in marker.args if name not in built]
             if missing:

@@ -77,13 +77,13 @@ def setup_run():
 def test_base_image_python_matches_the_project_and_this_venv():
     assert of("FROM") == ["${BASE_IMAGE}"]
     base = arg_default("BASE_IMAGE")  # the CPU image's; a GPU build passes a CUDA devel image (see the next test)
-    assert base == "python:3.11-slim-bookworm"
+    assert base == "python:3.12-slim-bookworm"
     minor = re.match(r"python:(\d+\.\d+)", base).group(1)
     assert f"{sys.version_info.major}.{sys.version_info.minor}" == minor  # this venv
     pyproject = (ROOT / "pyproject.toml").read_text()
-    # the image's Python is the bottom of the project's range; the top (3.12) is the newest leg's (make matrix)
-    assert f'requires-python = ">={minor},<3.13"' in pyproject
-    assert f"PYTHON=${{PYTHON:-python{minor}}}" in SETUP_SH
+    # the image's Python is the top of the project's range, the default stack's; the bottom (3.11) is the legacy leg's
+    assert 'requires-python = ">=3.11,<3.13"' in pyproject and minor == "3.12"
+    assert f"\n# python {minor}\n" in (ROOT / "constraints.txt").read_text()  # setup.sh's interpreter, as it reads it
     assert env()["SPARK_HOME"] == f"/opt/venv/lib/python{minor}/site-packages/pyspark"
     os_release = Path("/etc/os-release").read_text()
     assert "VERSION_CODENAME=bookworm" in os_release  # the same Debian release, so the same OpenMPI and Java
@@ -127,15 +127,20 @@ def test_python_packages_come_only_from_setup_sh_with_constraints():
     # setup.sh installs every package with the constraints, except the Horovod wheel it built itself (--no-deps)
     installs = [line for line in SETUP_SH.splitlines() if '"${PIP[@]}" install' in line]
     assert installs and all('-c "$CONSTRAINTS"' in line or "--no-deps" in line for line in installs), installs
-    assert "CONSTRAINTS=$ROOT/constraints.txt" in SETUP_SH
+    assert "CONSTRAINTS=${CONSTRAINTS:-$ROOT/constraints.txt}" in SETUP_SH
 
 
 def test_tf_package_build_argument_selects_a_pinned_wheel():
-    assert arg_default("TF_PACKAGE") == "tensorflow-cpu"
+    assert arg_default("TF_PACKAGE") == ""  # setup.sh takes the distribution the constraints pin
     pinned = pins()
-    assert pinned["tensorflow-cpu"] == pinned["tensorflow"]  # --build-arg TF_PACKAGE=tensorflow: the same version
-    assert "tf_version=$(pinned tensorflow-cpu)" in SETUP_SH and "torch_version=$(pinned torch)" in SETUP_SH
-    assert 'pinned() { grep -E "^$1==" "$CONSTRAINTS" | cut -d= -f3; }' in SETUP_SH
+    # tf-keras (Horovod's Keras API needs Keras 2) requires `tensorflow` itself: tensorflow-cpu beside it would be a
+    # second distribution over the same files
+    assert "tensorflow" in pinned and "tensorflow-cpu" not in pinned
+    assert pinned["tf-keras"].split(".")[:2] == pinned["tensorflow"].split(".")[:2]
+    assert 'TF_PACKAGE=${TF_PACKAGE:-$(grep -qE \'^tensorflow-cpu==\' "$CONSTRAINTS" && echo tensorflow-cpu || echo tensorflow)}' \
+        in SETUP_SH
+    assert 'tf_version=$(pinned "$TF_PACKAGE")' in SETUP_SH and "torch_version=$(pinned torch)" in SETUP_SH
+    assert 'pinned() { grep -iE "^${1//[-_]/[-_]}==" "$CONSTRAINTS" | cut -d= -f3; }' in SETUP_SH
 
 
 def test_cpu_and_gpu_variants_build_horovod_for_both_frameworks_the_gpu_one_with_nccl():
@@ -146,13 +151,13 @@ def test_cpu_and_gpu_variants_build_horovod_for_both_frameworks_the_gpu_one_with
     run = setup_run()
     assert "GPU=${GPU}" in run and "TORCH_INDEX_URL=${TORCH_INDEX_URL}" in run
     header = DOCKERFILE.read_text().split("\nFROM", 1)[0]
-    gpu_example = re.search(r"docker build (--build-arg BASE_IMAGE=(\S+) --build-arg TF_PACKAGE=tensorflow \\\n#\s+"
-                            r"--build-arg GPU=1) ", header)
+    gpu_example = re.search(r"docker build (--build-arg BASE_IMAGE=(\S+) \\\n#\s+--build-arg GPU=1) ", header)
     assert gpu_example, header
-    assert re.fullmatch(r"nvidia/cuda:12\.[\d.]+-cudnn-devel-ubuntu22\.04", gpu_example.group(2))  # nvcc and NCCL
+    # nvcc and NCCL, of torch 2.15's CUDA (13)
+    assert re.fullmatch(r"nvidia/cuda:13\.[\d.]+-cudnn-devel-ubuntu24\.04", gpu_example.group(2))
     apt = " ".join(r for r in of("RUN") if "apt-get install" in r)
-    # Ubuntu 22.04 has no python3.11 preinstalled: the image installs it where the base image has none
-    assert "$(command -v python3.11 >/dev/null || echo python3.11 python3.11-venv python3.11-dev)" in apt
+    # a CUDA image has no python3.12 of its own: the image installs Ubuntu 24.04's where the base image has none
+    assert "$(command -v python3.12 >/dev/null || echo python3.12 python3.12-venv python3.12-dev)" in apt
     assert 'operations=cpu; [ "$GPU" = 1 ] && operations=nccl' in SETUP_SH
     assert 'if [ "$GPU" = 1 ] && ! command -v nvcc' in SETUP_SH
     # Horovod comes from the plugin's build command, for both frameworks, with the operations chosen above
@@ -183,7 +188,7 @@ def test_this_environment_is_exactly_the_pins_so_the_image_gets_the_same():
              if name in installed and installed[name].split("+")[0] != version}
     assert wrong == {}, f"installed version differs from constraints.txt: {wrong}"
     absent = sorted(set(pinned) - set(installed))
-    assert absent in (["tensorflow"], ["tensorflow-cpu"]), absent  # the other value of TF_PACKAGE
+    assert absent == [], absent
     assert BUILD_TOOLS <= set(pinned)  # the tools that build Horovod and the editable install are pinned too
 
 

@@ -187,6 +187,7 @@ def test_a_launcher_asked_to_stop_stops_its_ranks(flows_registration, tmp_path):
     assert _leftovers(ran.marker) == []
 
 
+@pytest.mark.serial  # asserts how fast: alone, not beside other tests (make test)
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["out_of_step_mpi", "out_of_step_gloo"])
 def test_ranks_out_of_step_are_the_named_user_error_the_launcher_writes(flows_registration, tmp_path, task):

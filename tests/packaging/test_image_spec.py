@@ -24,8 +24,9 @@ PLUGIN = ROOT / "plugins" / "flytekit-horovod"
 def test_the_default_spec_is_today_s_stack_with_horovod_built_by_the_plugin_s_command():
     spec = horovod_image_spec(registry="localhost:30000", packages=["my-package==1.0"])
     assert spec.python_version == "3.12" and spec.base_image is None  # flytekit's default Debian base
-    assert {"tensorflow-cpu==2.21.0", "tf-keras~=2.21.0", "torch==2.15.0", "flytekitplugins-horovod==0.2.0",
+    assert {"tensorflow==2.21.0", "tf-keras~=2.21.0", "torch==2.15.0", "flytekitplugins-horovod==0.2.0",
             "my-package==1.0"} <= set(spec.packages)
+    assert not any(p.startswith("tensorflow-cpu") for p in spec.packages)  # tf-keras requires `tensorflow` itself
     assert spec.env == {"TF_USE_LEGACY_KERAS": "1"}  # tf.keras is Keras 2 in every process of the image
     assert spec.commands == ["python -m flytekitplugins.horovod.build --frameworks tensorflow pytorch "
                              "--controllers gloo mpi --operations cpu", LINK_DEFAULT_PATHS]
@@ -38,7 +39,7 @@ def test_the_default_spec_is_today_s_stack_with_horovod_built_by_the_plugin_s_co
 
 def test_a_gpu_spec_builds_nccl_operations_on_a_cuda_devel_image_and_keras_2_stays_without_tf_keras():
     spec = horovod_image_spec(gpu=True, tensorflow="2.15.1", torch=None, python_version="3.11")
-    assert re.fullmatch(r"nvidia/cuda:[\d.]+-cudnn-devel-ubuntu22\.04", spec.base_image)
+    assert re.fullmatch(r"nvidia/cuda:13\.[\d.]+-cudnn-devel-ubuntu24\.04", spec.base_image)  # torch 2.15's CUDA
     assert "tensorflow==2.15.1" in spec.packages and not any(p.startswith("tf-keras") for p in spec.packages)
     assert spec.env is None  # TF 2.15's tf.keras is Keras 2 already
     assert spec.commands[0].endswith("--frameworks tensorflow --controllers gloo mpi --operations nccl")
@@ -87,7 +88,7 @@ def test_the_spec_s_build_steps_run_in_a_fresh_virtual_environment(tmp_path):
     the plugin's build command finds the wheel scripts/setup.sh built for the same frameworks (the cache below) and
     reports both frameworks running."""
     tf, torch = (subprocess.run([sys.executable, "-m", "pip", "show", name], capture_output=True, text=True).stdout
-                 for name in ("tensorflow-cpu", "torch"))
+                 for name in ("tensorflow", "torch"))
     version = lambda shown: re.search(r"^Version: ([\d.]+)", shown, re.M).group(1)  # noqa: E731
     spec = horovod_image_spec(python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
                               tensorflow=version(tf), torch=version(torch), plugin=str(PLUGIN))

@@ -13,6 +13,9 @@ from flytekitplugins.horovod import Horovod, HorovodConfigError, HorovodJob, Lau
 SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v")
 FLOWS = "tests/plugin/flows/elastic_flows.py"
 
+# fault, stall and liveness timings are what these tests assert: make test runs them alone
+pytestmark = pytest.mark.serial
+
 
 def _body() -> int:
     return 1

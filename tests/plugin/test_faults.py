@@ -18,6 +18,9 @@ from flytekitplugins.horovod.executor.rank import RESULT_FD, STDIN, RankJob, ran
 from flytekitplugins.horovod.executor.settings import Horovod
 from tests.conftest import ROOT, _leftovers, run_command
 
+# fault, stall and liveness timings are what these tests assert: make test runs them alone
+pytestmark = pytest.mark.serial
+
 
 def _put(port: int, path: str, body: bytes) -> int:
     request = urllib.request.Request(f"http://127.0.0.1:{port}/{path}", data=body, method="PUT")

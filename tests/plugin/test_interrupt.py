@@ -16,6 +16,9 @@ from tests.conftest import ROOT, VENV_BIN, _leftovers
 
 LEFTOVER_PATTERNS = ("horovod-job-*", "horovod-rank-*", "flyte-rank-*", "**/job.pkl")
 
+# fault, stall and liveness timings are what these tests assert: make test runs them alone
+pytestmark = pytest.mark.serial
+
 
 def _tmp_files(folder: str) -> set:
     return {p for pattern in LEFTOVER_PATTERNS for p in glob.glob(os.path.join(folder, pattern), recursive=True)}

@@ -4,10 +4,13 @@ and ended its body before rank 0 (its connection closed) was watched (issue 21: 
 
 import time
 
+import pytest
+
 from flytekitplugins.horovod import Horovod
 from flytekitplugins.horovod.local_launcher import run_local
 
 TIMEOUT_S = 2.0
+pytestmark = pytest.mark.serial  # a 2 s liveness timeout: alone, not beside other tests (make test)
 
 
 def _rank_0_outlasts_the_timeout() -> int:

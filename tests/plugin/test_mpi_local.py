@@ -82,6 +82,7 @@ def test_rank_zero_on_the_console_every_rank_in_the_log_and_the_horovod_deck(pyf
     assert verbose.returncode == 0 and "[1]<stdout>:rank 1 says hello" in verbose.output, verbose.output[-3000:]
 
 
+@pytest.mark.serial  # asserts how fast: alone, not beside other tests (make test)
 def test_failing_rank_fails_the_task_fast_and_cleanly(pyflyte_run):
     ran = pyflyte_run(FLOWS, "failing_wf", timeout=120)
     assert ran.returncode != 0

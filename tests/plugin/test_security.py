@@ -22,6 +22,9 @@ from flytekitplugins.horovod.horovodrun import env_file, rank_commands, remote_c
 from tests.support import ROOT, leftovers, run_command
 from tests.support.attacks import ATTACKS, http_request
 
+# fault, stall and liveness timings are what these tests assert: make test runs them alone
+pytestmark = pytest.mark.serial
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", sorted(ATTACKS))

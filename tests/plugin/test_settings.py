@@ -66,6 +66,7 @@ def test_every_setting_becomes_env_and_flag():
                    "-mca", "oob_tcp_keepalive_probes", "6"]
 
 
+@pytest.mark.serial  # asserts how fast: alone, not beside other tests (make test)
 def test_mpirun_keepalive_outlasts_the_lost_rank_timeout_and_is_openmpis_own():
     """mpirun must give up on a lost host's daemon only after rank 0 reported the lost rank (probes x interval >
     lost_rank_timeout), within a minute by default, and with parameters this OpenMPI really has."""

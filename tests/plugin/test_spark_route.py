@@ -97,6 +97,7 @@ def test_failing_rank_names_the_rank_and_its_traceback(pyflyte_run):
     assert "KeyError: 'rank one lost its key'" in ran.output
 
 
+@pytest.mark.serial  # asserts how fast: alone, not beside other tests (make test)
 def test_too_few_slots_fails_with_a_message_not_a_long_wait(pyflyte_run):
     ran = pyflyte_run(FLOWS, "too_few_slots_wf", timeout=120)
     assert ran.returncode != 0

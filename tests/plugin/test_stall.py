@@ -34,6 +34,9 @@ Missing ranks:
 One or more rank (marked by "!") is stalled for longer than 12 seconds. Will shutdown.
 """
 
+# fault, stall and liveness timings are what these tests assert: make test runs them alone
+pytestmark = pytest.mark.serial
+
 
 def test_horovod_s_report_is_read_as_a_warning_then_a_shutdown():
     reports = []

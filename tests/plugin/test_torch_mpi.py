@@ -35,6 +35,7 @@ def test_a_pytorch_rank_that_raises_is_named_with_its_host(pyflyte_run):
     assert "ValueError: rank one has no data" in ran.output
 
 
+@pytest.mark.serial  # asserts how fast: alone, not beside other tests (make test)
 def test_a_framework_this_build_lacks_fails_before_any_rank_starts(pyflyte_run):
     ran = pyflyte_run(FLOWS, "mxnet_wf", timeout=60)
     assert ran.returncode != 0

@@ -86,7 +86,7 @@ def test_default_wf_forecasts_the_test_period_close_to_the_perfect_model(pyflyte
     # TensorFlow >= 2.16 prints about 5 C++ lines per process at import, before absl is initialised, which neither
     # TF_CPP_MIN_LOG_LEVEL nor any other variable silences (docs/stack.md, the newest leg), and Spark 4 three more
     printed = printed_lines(ran.output)
-    most = MOST_LINES if Version(importlib.metadata.version("tensorflow-cpu")) < Version("2.16") else MOST_LINES + 15
+    most = MOST_LINES if Version(importlib.metadata.version("tensorflow")) < Version("2.16") else MOST_LINES + 15
     assert len(printed) <= most, f"the default run printed {len(printed)} lines:\n{ran.output}"
     assert printed_twice(ran.output) == [], ran.output
     assert metrics["test_perfect_rmspe"] == pytest.approx(report.test_noise_floor_rmspe)

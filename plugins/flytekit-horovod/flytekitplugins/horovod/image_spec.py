@@ -17,17 +17,20 @@ from .executor.frameworks import LEGACY_KERAS_ENV
 # controller), ssh for launchers that reach workers over SSH, and Horovod's build tools (cmake, g++, patch).
 APT_PACKAGES = ["openjdk-17-jre-headless", "openmpi-bin", "libopenmpi-dev", "openssh-client", "openssh-server",
                 "cmake", "g++", "patch", "procps"]
-CUDA_BASE_IMAGE = "nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04"  # nvcc and NCCL headers: Horovod's NCCL operations
+CUDA_BASE_IMAGE = "nvidia/cuda:13.0.0-cudnn-devel-ubuntu24.04"  # nvcc and NCCL headers (torch 2.15: CUDA 13)
 PLUGIN_VERSION = "0.2.0"
 
 
 def _framework_packages(tensorflow: Optional[str], torch: Optional[str], mxnet: Optional[str],
                         gpu: bool) -> List[str]:
     packages = []
-    if tensorflow:
+    if tensorflow and _keras3(tensorflow):
+        # Horovod's Keras API needs Keras 2: tf-keras, under TF_USE_LEGACY_KERAS=1. tf-keras requires the `tensorflow`
+        # distribution (which runs on the CPU where there is no GPU): tensorflow-cpu beside it would be a second
+        # distribution over the same files.
+        packages += [f"tensorflow=={tensorflow}", f"tf-keras~={'.'.join(tensorflow.split('.')[:2])}.0"]
+    elif tensorflow:
         packages.append(f"{'tensorflow' if gpu else 'tensorflow-cpu'}=={tensorflow}")
-        if _keras3(tensorflow):  # Horovod's Keras API needs Keras 2: tf-keras, under TF_USE_LEGACY_KERAS=1
-            packages.append(f"tf-keras~={'.'.join(tensorflow.split('.')[:2])}.0")
     if torch:
         packages.append(f"torch=={torch}")
     if mxnet:
