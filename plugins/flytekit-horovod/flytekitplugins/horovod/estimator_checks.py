@@ -5,6 +5,10 @@ after ``fit`` has written the DataFrame to the store (a Spark job) and read its 
 ``check_shape_compatibility``), and says what is wrong, not what to do. The counts need no data: here each
 Estimator's own ``_check_metadata_compatibility`` runs first on metadata without sizes (Horovod skips a column whose
 size is unknown), and its error gets the change that fixes it. The per-column size checks still run after the write.
+
+The Estimators' default data module where petastorm does not import (``InMemoryDataModule``) is switched by the patch
+series (patches/0011), not here, because a Horovod built by ``flytekitplugins.horovod.build`` must train for users who
+never import this plugin, and importing the plugin should change no Horovod default.
 """
 
 import functools
