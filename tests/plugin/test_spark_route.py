@@ -1,7 +1,6 @@
 """The Spark route: HorovodSpark tasks run with ``pyflyte run``, the helpers, HorovodRunner, serialization."""
 
 import ast
-import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -21,19 +20,22 @@ def _last_line(output: str) -> str:
     return output.strip().splitlines()[-1].strip()
 
 
-PETASTORM = importlib.util.find_spec("petastorm") is not None  # Horovod's default Estimator data module reads with it
-
-
 @pytest.mark.smoke
-@pytest.mark.skipif(not PETASTORM, reason="no petastorm here (it does not import with pyarrow >= 16): the next test")
 def test_estimator_fits_through_the_helpers_with_the_store_in_the_working_area(pyflyte_run):
+    """Fit and transform with no data_module=: petastorm's where it imports, else Horovod's in-memory one
+    (patches/0011), from a scalar and a vector column."""
+    from horovod.spark.common.datamodule import petastorm_imports
+
     ran = pyflyte_run(FLOWS, "estimator_wf")
     assert ran.returncode == 0, ran.output[-3000:]
-    match = re.search(r"Fit\(history=(\{.*?\}), store_files=(\[.*?\]), working_directory='([^']+)'\)", ran.output)
+    match = re.search(r"Fit\(history=(\{.*?\}), store_files=(\[.*?\]), working_directory='([^']+)', "
+                      r"data_module='(\w+)', transformed_mse=([\d.e+-]+)\)", ran.output)
     assert match, ran.output[-3000:]
     history, files, workdir = ast.literal_eval(match.group(1)), ast.literal_eval(match.group(2)), match.group(3)
+    assert match.group(4) == ("PetastormDataModule" if petastorm_imports() else "InMemoryDataModule")
     assert len(history["loss"]) == len(history["val_loss"]) == 4
     assert history["loss"][-1] < history["loss"][0] / 5  # it learned y = 2*x1 - x2 + 1
+    assert float(match.group(5)) < history["loss"][0] / 5, match.group(5)  # transform() predicts with what it learned
     assert files, "the store wrote nothing"
     assert all(f.startswith(workdir + "/horovod/store/") for f in files), files[:5]
     assert any("checkpoint" in f or f.endswith(".h5") for f in files)
@@ -48,18 +50,6 @@ def test_estimator_fits_through_the_helpers_with_the_store_in_the_working_area(p
                      ran.output, re.M), ran.output[-3000:]  # one line saying where, as whole paths
     assert len(printed_lines(ran.output)) <= MOST_LINES, ran.output
     assert printed_twice(ran.output) == [], ran.output
-
-
-@pytest.mark.smoke
-@pytest.mark.skipif(PETASTORM, reason="petastorm imports here: the Estimator's default data module works (above)")
-def test_without_petastorm_the_default_estimator_data_module_is_refused_before_any_rank(pyflyte_run):
-    """pyarrow >= 16 (Spark 4 stacks): petastorm does not import, so Horovod's default data module cannot read; the fit
-    says so and what to do (patches/0011) before Spark writes the data or a rank starts. The Rossmann wf's Estimator
-    trains through its own in-memory data module there (tests/workflows)."""
-    ran = pyflyte_run(FLOWS, "estimator_wf", timeout=300)
-    assert ran.returncode != 0
-    assert "PetastormDataModule" in ran.output and "Pass data_module=" in ran.output, ran.output[-3000:]
-    assert "Horovod world of" not in ran.output and "rank 0 failed" not in ran.output  # no rank started
 
 
 @pytest.mark.smoke

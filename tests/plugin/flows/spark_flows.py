@@ -10,19 +10,25 @@ from flytekitplugins.spark import Spark
 from flytekitplugins.horovod import Horovod, HorovodRunner, HorovodSpark, spark_backend, spark_run, spark_store
 
 Fit = typing.NamedTuple("Fit", [("history", typing.Dict[str, typing.List[float]]), ("store_files", typing.List[str]),
-                                ("working_directory", str)])
+                                ("working_directory", str), ("data_module", str), ("transformed_mse", float)])
 
 
 @task(task_config=HorovodSpark(num_proc=2, spark_conf={"spark.sql.shuffle.partitions": "4"}))
 def fit_estimator() -> Fit:
-    """Estimator API through the helpers: a small linear model fitted on a Spark DataFrame by 2 ranks."""
+    """Estimator API through the helpers, with the Estimator's default data module: a small linear model fitted on a
+    Spark DataFrame by 2 ranks, from a scalar and a vector column (as Horovod's MNIST example's features), then
+    transforming it. (Sample weights: tests/plugin/test_in_memory_data.py; here Keras would warn in every epoch that no
+    weighted_metrics were given, which the Estimator cannot pass.)"""
     import horovod.spark.keras as hvd_keras
     import tensorflow as tf
+    from pyspark.ml.functions import array_to_vector
+    from pyspark.sql import functions as F
 
     spark = flytekit.current_context().spark_session
     rows = [(float(i % 7), float(i % 5), 2.0 * (i % 7) - (i % 5) + 1.0) for i in range(400)]
     df = spark.createDataFrame(rows, ["x1", "x2", "y"]).repartition(4)
-    x1, x2 = tf.keras.Input(shape=(1,), name="x1"), tf.keras.Input(shape=(1,), name="x2")
+    df = df.withColumn("x2_and_1", array_to_vector(F.array("x2", F.lit(1.0))))
+    x1, x2 = tf.keras.Input(shape=(1,), name="x1"), tf.keras.Input(shape=(2,), name="x2_and_1")
     model = tf.keras.Model([x1, x2], tf.keras.layers.Dense(1)(tf.keras.layers.Concatenate()([x1, x2])))
     store = spark_store()
     estimator = hvd_keras.KerasEstimator(
@@ -31,7 +37,7 @@ def fit_estimator() -> Fit:
         model=model,
         optimizer=tf.keras.optimizers.Adam(0.05),
         loss="mse",
-        feature_cols=["x1", "x2"],
+        feature_cols=["x1", "x2_and_1"],
         label_cols=["y"],
         batch_size=16,
         epochs=4,
@@ -42,7 +48,9 @@ def fit_estimator() -> Fit:
     history = {k: [float(v) for v in vs] for k, vs in fitted.getHistory().items()}
     root = store.prefix_path.removeprefix("file://")
     files = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs]
-    return Fit(history, files, str(flytekit.current_context().working_directory))
+    predicted = fitted.transform(df).select(F.avg((F.col("y__output") - F.col("y")) ** 2)).first()[0]
+    return Fit(history, files, str(flytekit.current_context().working_directory),
+               estimator.getDataModule().__name__, float(predicted))
 
 
 @workflow
