@@ -48,9 +48,14 @@ def test_a_failing_pytorch_rank_is_named_with_its_host(pyflyte_run):
 
 @pytest.mark.slow
 def test_torch_estimator_fits_transforms_and_publishes_each_epoch(pyflyte_run):
+    """With no data_module=: petastorm's where it imports, else Horovod's in-memory one (patches/0011), from an array
+    column, with sample weights."""
+    from horovod.spark.common.datamodule import petastorm_imports
+
     ran = pyflyte_run(FLOWS, "torch_estimator_wf", "--epochs", "3", timeout=400)
     assert ran.returncode == 0, ran.output[-3000:]
     out = _output(ran)
+    assert out["data_module"] == ("PetastormDataModule" if petastorm_imports() else "InMemoryDataModule"), out
     assert out["epochs_done"] == 0 and len(out["train_loss"]) == 3, out
     assert out["train_loss"][-1] < out["train_loss"][0] / 2 and out["train_loss"][0] < out["untrained_mse"], out
     assert out["transformed_rows"] == 400 and out["transformed_mse"] < out["untrained_mse"] / 4, out

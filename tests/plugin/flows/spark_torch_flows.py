@@ -79,14 +79,15 @@ def torch_failing_wf() -> float:
 
 
 class Linear(torch.nn.Module):
-    """y from two features; defined here, so the Estimator's ranks import this module to unpickle it."""
+    """y from two features in one array column; defined here, so the Estimator's ranks import this module to unpickle
+    it."""
 
     def __init__(self):
         super().__init__()
         self.layer = torch.nn.Linear(2, 1)
 
-    def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        return self.layer(torch.cat([x1, x2], dim=-1))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x)
 
 
 def _minibatch_that_kills_rank_1_at(call: int):
@@ -108,28 +109,31 @@ def _minibatch_that_kills_rank_1_at(call: int):
 
 @task(task_config=HorovodSpark(num_proc=2, spark_conf={"spark.sql.shuffle.partitions": "4"}, horovod=TORCH))
 def torch_estimator(epochs: int, kill_rank_1_at_step: int) -> str:
-    """TorchEstimator fit + transform, resumable; what the tests check, as JSON."""
+    """TorchEstimator fit + transform with the Estimator's default data module, from an array column with sample
+    weights (all 1: the losses stay comparable), resumable; what the tests check, as JSON."""
     from horovod.spark.torch import TorchEstimator
+    from pyspark.sql import functions as F
 
     spark = flytekit.current_context().spark_session
-    rows = [(float(i % 7), float(i % 5), 2.0 * (i % 7) - (i % 5) + 1.0) for i in range(400)]
-    df = spark.createDataFrame(rows, ["x1", "x2", "y"]).repartition(4)
+    rows = [(float(i % 7), float(i % 5), 2.0 * (i % 7) - (i % 5) + 1.0, 1.0) for i in range(400)]
+    df = spark.createDataFrame(rows, ["x1", "x2", "y", "w"]).repartition(4).withColumn("x", F.array("x1", "x2"))
     torch.manual_seed(0)
     model = Linear()
     x, y = torch.tensor([r[:2] for r in rows]), torch.tensor([[r[2]] for r in rows])
-    untrained = torch.nn.functional.mse_loss(model(x[:, :1], x[:, 1:]), y).item()
+    untrained = torch.nn.functional.mse_loss(model(x), y).item()
     resume = spark_torch_resume(epochs)
     print(f"resuming after epoch {resume.epochs_done} of {epochs}", flush=True)
     estimator = TorchEstimator(
         backend=spark_backend(), store=resume.store, run_id=resume.run_id, epochs=resume.epochs_left,
         model=model, optimizer=torch.optim.Adam(model.parameters(), lr=LR), loss=torch.nn.functional.mse_loss,
-        input_shapes=[[-1, 1], [-1, 1]], feature_cols=["x1", "x2"], label_cols=["y"], batch_size=16,
+        input_shapes=[[-1, 2]], feature_cols=["x"], label_cols=["y"], sample_weight_col="w", batch_size=16,
         train_steps_per_epoch=STEPS, validation=0.2, random_seed=1,
         train_minibatch_fn=_minibatch_that_kills_rank_1_at(kill_rank_1_at_step), verbose=0)
     fitted = estimator.fit(df)
     predicted = fitted.transform(df).toPandas()
     published = os.path.join(spark_checkpoint_url(), "torch-estimator")
     return json.dumps({
+        "data_module": estimator.getDataModule().__name__,
         "epochs_done": resume.epochs_done,
         "train_loss": [epoch["train"]["loss"] for epoch in fitted.getHistory()],
         "lr": fitted.getOptimizer().param_groups[0]["lr"],
