@@ -111,15 +111,16 @@ def fit_estimator(
     train and val Parquet as they are (copied into the store for ``fit_on_parquet``: no Spark job materialises them).
 
     `learning_rate` is per rank (the Estimator multiplies it by the number of ranks); `compression` is a
-    horovod Compression; the ranks read their shards into memory (``InMemoryShards``). With
+    horovod Compression; the ranks read their shares of the rows into memory (Horovod's ``InMemoryDataModule``). With
     out_dir, also writes the model directory there. With `checkpoint_url` (a local path or fsspec URL the ranks
     reach), rank 0 copies a checkpoint there after every epoch, kept first under `scratch_dir` (default: TMPDIR);
     a `resume_dir` holding such a checkpoint (a previous attempt's) makes training go on after its last epoch. Returns the trained Keras model and its
     history (all epochs, the previous attempt's too); the model is the epoch with the lowest val_exp_rmspe.
     """
     from horovod.spark.keras import KerasEstimator
+    from horovod.spark.keras.datamodule import InMemoryDataModule
 
-    from rossmann.estimator_data import InMemoryShards, splits_in_store
+    from rossmann.estimator_data import splits_in_store
 
     start = time.time()
     prepared = Path(prepared_dir)
@@ -161,9 +162,7 @@ def fit_estimator(
         epochs=max(1, epochs - done),
         random_seed=seed + done,
         gradient_compression=compression,
-        data_module=InMemoryShards,
-        categorical_cols=list(metadata["categorical_cols"]),
-        continuous_cols=list(metadata["continuous_cols"]),
+        data_module=InMemoryDataModule,  # where petastorm imports too: it re-reads every row each epoch
         callbacks=callbacks,
         checkpoint_callback=SaveWhenTrainingEnds(""),  # after KeepBest restored the best epoch's weights
         verbose=verbose,
@@ -171,7 +170,7 @@ def fit_estimator(
     if done < epochs:
         log.info("fitting KerasEstimator: %d ranks, %d epochs, batch %d", ranks, epochs - done, batch_size)
         try:
-            with splits_in_store(prepared, store, ranks) as dataset:
+            with splits_in_store(prepared, store) as dataset:
                 keras_model = estimator.fit_on_parquet(dataset_idx=dataset)
         finally:  # a failed fit ends rank 0 before it removes its local checkpoint; here if rank 0 ran on this host
             if published is not None:

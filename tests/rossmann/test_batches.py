@@ -1,5 +1,6 @@
-"""The in-memory batches both Keras routes train on, the Estimator's data module that reads them, and the warm-up of
-the learning-rate schedule (what rossmann.batches, rossmann.estimator_data and rossmann.schedule promise)."""
+"""The in-memory batches the MPI route trains on, and the warm-up of the learning-rate schedule (what rossmann.batches
+and rossmann.schedule promise). The Spark route's in-memory data module is Horovod's, patched in by the plugin
+(tests/plugin/test_in_memory_data.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ import numpy as np
 import pytest
 
 from rossmann.batches import shuffled_batches
-from rossmann.estimator_data import InMemoryShards
 from rossmann.hyperparameters import WARMUP_EPOCHS
-from rossmann.prepared import load_metadata, read_split
 from rossmann.schedule import half_cosine
 
 
@@ -47,32 +46,6 @@ def test_the_batches_are_not_autotuned():
     for shuffle in (True, False):
         dataset = shuffled_batches({"x": labels.reshape(-1, 1)}, labels, 4, shuffle=shuffle)
         assert dataset.options().autotune.enabled is False
-
-
-def test_the_estimators_ranks_read_disjoint_shards_that_cover_the_split(prepared):
-    metadata = load_metadata(prepared)
-    whole = read_split(prepared / "train")
-    cols = dict(categorical_cols=metadata["categorical_cols"], continuous_cols=metadata["continuous_cols"],
-                label_cols=[metadata["label_col"]])
-    seen = []
-    for rank in range(2):
-        module = InMemoryShards(train_dir=f"file://{prepared / 'train'}", val_dir=str(prepared / "val"),
-                                cur_shard=rank, shard_count=2, train_batch_size=8, val_batch_size=8, random_seed=0,
-                                make_dataset=None, **cols)  # an argument only petastorm's module uses is ignored
-        with module as data:
-            inputs, labels = data.shards["train"]
-            assert set(inputs) == set(metadata["categorical_cols"]) | set(metadata["continuous_cols"])
-            assert all(v.shape == (len(labels), 1) for v in inputs.values()) and labels.shape == (len(labels), 1)
-            seen.extend(labels.reshape(-1).tolist())
-            x, y = next(iter(data.val_data()))
-            assert y.shape == (8, 1)
-        assert data.shards == {}
-    assert sorted(seen) == sorted(whole[metadata["label_col"]].astype(np.float32).tolist())
-
-
-def test_the_module_refuses_an_estimator_without_its_columns():
-    with pytest.raises(ValueError, match="categorical_cols, continuous_cols and one label col"):
-        InMemoryShards(train_dir="x", val_dir="y", label_cols=["Sales_log"])
 
 
 def test_the_rate_warms_up_in_equal_steps_then_follows_the_half_cosine():

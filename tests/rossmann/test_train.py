@@ -159,14 +159,11 @@ def test_the_estimators_copy_of_the_splits_is_theirs_and_removed_after(prepared,
     from rossmann.prepared import count_rows, parquet_files
 
     store = Store.create(str(tmp_path / "store"))
-    with splits_in_store(prepared, store, ranks=2) as dataset:
+    with splits_in_store(prepared, store) as dataset:
         copies = [store.get_localized_path(store.get_train_data_path(dataset)),
                   store.get_localized_path(store.get_val_data_path(dataset))]
         assert [count_rows(c) for c in copies] == [count_rows(prepared / s) for s in ("train", "val")]
     assert not any(store.fs.exists(c) for c in copies)
-    with pytest.raises(ValueError, match=rf"{prepared / 'train'}: \d+ Parquet row groups cannot be shared by 999"):
-        with splits_in_store(prepared, store, ranks=999):
-            pass
     assert not list((tmp_path / "store").rglob("*.parquet")), parquet_files(tmp_path / "store")
 
 
