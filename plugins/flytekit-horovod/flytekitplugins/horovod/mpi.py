@@ -25,16 +25,9 @@ from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
 from .executor.noise import quiet_this_process
 from .executor.processes import pdeathsig_setter
-from .executor.rank import (
-    current_rank,
-    flush_streams,
-    launched_rank,
-    launched_size,
-    start_join_watch,
-    start_liveness,
-    start_rank,
-    start_stall_watch,
-)
+from .executor.rank import start_join_watch, start_liveness, start_stall_watch
+from .executor.rank_exit import flush_streams
+from .executor.rank_start import current_rank, launched_rank, launched_size, start_rank
 from .executor.settings import (
     ARTIFACTS,
     Horovod,
