@@ -1,11 +1,10 @@
-"""One Horovod rank: what it runs (``RankJob``), how it runs it (``run_rank``: started as ``rank_start`` says, watched
-by the join, liveness and stall watches), and the entry point of every rank process the launchers start:
+"""One Horovod rank: what it runs (``RankJob``), how it runs it (``run_rank``: started and watched, see
+``rank_start`` and ``rank_watches``), and the entry point of every rank process the launchers start:
 ``python -c RANK_ENTRY JOB RESULT``.
 
 No flytekit import at module level: Spark tasks run parts of this module (pickled by value) without importing it.
 """
 
-import logging
 import os
 import sys
 import traceback
@@ -14,19 +13,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import cloudpickle
 
-from .classify import LOST, NEVER_MET, STALLED
-from .failures import RankFailures, this_host
+from .failures import RankFailures
 from .flyte_context import FlyteRankContext
-from .job_secret import SECRET_ENV, job_secret
-from .joining import JoinWatch
-from .liveness import Liveness, LostRank
 from .processes import die_with_launcher
-from .rank_exit import exit_now, flush_streams
-from .rank_start import current_rank, launched_rank, launched_size, start_rank
+from .rank_exit import exit_now
+from .rank_start import current_rank, launched_rank
+from .rank_watches import RankWatches
 from .settings import Horovod, HorovodConfigError
-from .stall import StallWatch
-
-logger = logging.getLogger("flytekitplugins.horovod")
 
 # How every rank process starts: ``rank_main`` with where its job comes from and where its result goes.
 RANK_ENTRY = "from flytekitplugins.horovod.executor.rank import rank_main; rank_main()"
@@ -66,85 +59,12 @@ class RankResult:
     decks: List[Any] = field(default_factory=list)
 
 
-def start_join_watch(settings: Horovod, failures: RankFailures,
-                     report: Callable[[], None] = lambda: None) -> Optional[JoinWatch]:
-    """Before ``start_rank``: watch that every rank reaches ``hvd.init()`` (see ``joining``); when one has not after
-    ``start_timeout``, a rank waiting in ``hvd.init()`` records which ranks did and did not reach it, calls ``report``
-    and ends its process (it would wait forever under ``mpirun``). None in a world of one rank or an elastic one."""
-    rank, size = launched_rank() or 0, launched_size() or 1
-    if size < 2 or os.environ.get("HOROVOD_ELASTIC") == "1":
-        return None
-
-    def on_missing(text: str) -> None:
-        try:
-            logger.error("%s; failing the task", text)
-            failures.record(rank, NEVER_MET, text)
-            report()
-        finally:
-            flush_streams()
-            os._exit(1)
-
-    watch = JoinWatch(rank, size, this_host(), failures.folder, settings.start_timeout, on_missing)
-    watch.start()
-    return watch
-
-
-def start_liveness(settings: Horovod, rank: int, size: int, failures: RankFailures,
-                   report: Callable[[], None] = lambda: None) -> Optional[Liveness]:
-    """Start this rank's heartbeat (see ``liveness``) right after ``start_rank``, unless the settings turn it off,
-    the body initialises Horovod itself, or the world has one rank or is elastic (Horovod's elastic driver handles
-    lost hosts).
-
-    When rank 0 finds a rank lost it records that rank's failure, calls ``report`` (which may wait) and ends its
-    process (its main thread is stuck in a collective); a rank that lost rank 0 ends without a record: it cannot
-    tell whether rank 0's host or its own went away, and rank 0's launcher reports. Without a job secret from the
-    launcher (a world started by hand) there is no heartbeat: its hellos could not be told from anyone else's."""
-    if settings.lost_rank_timeout is None or settings.framework is None or size < 2 \
-            or os.environ.get("HOROVOD_ELASTIC") == "1":
-        return None
-    if job_secret() is None:
-        logger.warning("rank %d: no job secret (%s) from the launcher; the liveness check is off", rank, SECRET_ENV)
-        return None
-    host = this_host()
-
-    def on_lost(lost: LostRank) -> None:
-        try:
-            if rank == 0:
-                text = lost.describe(f"rank 0 on {host}")
-                logger.error("%s; failing the task", text)
-                failures.record(lost.rank, LOST, text, host=lost.host, replace=False)
-                report()
-            else:
-                logger.error("%s; stopping this rank", lost.describe(f"rank {rank} on {host}"))
-        finally:
-            flush_streams()
-            os._exit(1)
-
-    liveness = Liveness(rank, size, host, settings.lost_rank_timeout, failures.folder, on_lost)
-    liveness.start()
-    return liveness
-
-
-def start_stall_watch(settings: Horovod, rank: int, size: int, failures: RankFailures) -> Optional[StallWatch]:
-    """On rank 0 (Horovod's coordinator, the only rank its stall check runs on) of a world of several ranks, after
-    ``start_rank``: watch its stall reports (see ``stall``), the one that stops the ranks recorded as the job's
-    failure. None where the stall check is off or the body initialises Horovod itself."""
-    if rank != 0 or size < 2 or settings.stall_timeout is None or settings.framework is None:
-        return None
-    return StallWatch(size, this_host(), settings.stall_timeout,
-                      lambda text: failures.record(0, STALLED, text))
-
-
 def run_rank(job: RankJob) -> Optional[RankResult]:
     """Run a job in this rank process: start the rank, the function, and record a failure before re-raising."""
     rank = launched_rank() or 0
-    failures = RankFailures(job.failure_dir)
-    liveness = stall = joining = None
+    watches = RankWatches(job.settings, RankFailures(job.failure_dir))
     try:
-        joining = start_join_watch(job.settings, failures)
-        rank, size = start_rank(job.settings)
-        liveness = start_liveness(job.settings, rank, size, failures)
-        stall = start_stall_watch(job.settings, rank, size, failures)
+        rank, _ = watches.start()
         fn = cloudpickle.loads(job.fn)
         if job.flyte is None:
             value, decks = fn(**job.kwargs), []
@@ -158,14 +78,10 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
         pickled(value, f"rank {rank}'s result", TypeError)  # a user error, recorded as raised: never a lost rank
         return RankResult(value, decks if rank == 0 else [])
     except BaseException as exc:  # report, then let the launcher see the failure
-        if stall is not None:
-            stall.stop()  # its record of a stall comes first: the exception is its echo
-        failures.record_exception(rank, exc)
+        watches.record_failure(rank, exc)
         raise
     finally:
-        for watch in (joining, liveness, stall):
-            if watch is not None:
-                watch.stop()
+        watches.stop()
 
 
 def pickled(value: Any, what: str, error: type) -> bytes:
