@@ -23,18 +23,13 @@ from .errors import LauncherStopped, RankLostError, StalledRanksError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
+from .executor.mpirun_keepalive import mpirun_notices_lost_host_within
 from .executor.noise import quiet_this_process
 from .executor.processes import pdeathsig_setter
 from .executor.rank_exit import flush_streams
 from .executor.rank_start import current_rank, launched_rank, launched_size
 from .executor.rank_watches import RankWatches
-from .executor.settings import (
-    ARTIFACTS,
-    Horovod,
-    HorovodConfigError,
-    mpirun_notices_lost_host_within,
-    whole_number,
-)
+from .executor.settings import ARTIFACTS, Horovod, HorovodConfigError, whole_number
 from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
 
