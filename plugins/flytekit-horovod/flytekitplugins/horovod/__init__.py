@@ -54,10 +54,9 @@ else:
     from .image_spec import horovod_image_spec
     from .mpi import HorovodMPIFunctionTask, MPIJob
     from .runner import HorovodRunner
-    from .spark import (
-        HorovodSpark,
+    from .spark import HorovodSpark, HorovodSparkFunctionTask
+    from .spark_context import (
         HorovodSparkContext,
-        HorovodSparkFunctionTask,
         current_horovod_spark,
         spark_backend,
         spark_checkpoint_url,
