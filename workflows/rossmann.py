@@ -37,7 +37,7 @@ from flytekitplugins.horovod import (
     spark_store,
 )
 from flytekitplugins.horovod.executor.noise import quiet_this_process
-from flytekitplugins.horovod.executor.rank import launched_rank
+from flytekitplugins.horovod.executor.rank_start import launched_rank
 from rossmann import hyperparameters
 from rossmann.synthetic import TEST_DAYS
 

@@ -13,7 +13,7 @@ RANK = """
 import logging, sys, warnings
 logging.getLogger("tensorflow").addHandler(logging.StreamHandler(sys.stderr))  # what importing TensorFlow does
 from flytekitplugins.horovod.executor.noise import quiet_this_process
-from flytekitplugins.horovod.executor.rank import configure_rank_logging
+from flytekitplugins.horovod.executor.rank_start import configure_rank_logging
 quiet_this_process()
 configure_rank_logging(0, 2)
 warnings.warn_explicit("pyarrow.localfs is deprecated", FutureWarning, "petastorm/fs_utils.py", 88,

@@ -49,14 +49,14 @@ else:
     from .disk_full import DiskFullError, names_a_full_disk
     from .elastic import HorovodElasticFunctionTask, HorovodJob
     from .errors import RankFailedError, RankLostError, StalledRanksError
-    from .executor.settings import Horovod, HorovodConfigError, compression, current_settings
+    from .executor.running_settings import compression, current_settings
+    from .executor.settings import Horovod, HorovodConfigError
     from .image_spec import horovod_image_spec
     from .mpi import HorovodMPIFunctionTask, MPIJob
     from .runner import HorovodRunner
-    from .spark import (
-        HorovodSpark,
+    from .spark import HorovodSpark, HorovodSparkFunctionTask
+    from .spark_context import (
         HorovodSparkContext,
-        HorovodSparkFunctionTask,
         current_horovod_spark,
         spark_backend,
         spark_checkpoint_url,

@@ -11,7 +11,7 @@ from flytekitplugins.kfmpi import task as kfmpi
 from .artifacts import SaysWhere, in_working_directory
 from .constructs import refuse_dynamic
 from .executor.flyte_context import FlyteRankContext
-from .executor.rank import launched_rank
+from .executor.rank_start import launched_rank
 from .executor.settings import Horovod, HorovodConfigError
 from .local_launcher import run_local_elastic
 from .mpi import adopt, cluster_command, execute_in_world, fill_job_defaults

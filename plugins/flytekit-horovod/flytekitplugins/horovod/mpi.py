@@ -23,25 +23,13 @@ from .errors import LauncherStopped, RankLostError, StalledRanksError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
+from .executor.mpirun_keepalive import mpirun_notices_lost_host_within
 from .executor.noise import quiet_this_process
 from .executor.processes import pdeathsig_setter
-from .executor.rank import (
-    current_rank,
-    flush_streams,
-    launched_rank,
-    launched_size,
-    start_join_watch,
-    start_liveness,
-    start_rank,
-    start_stall_watch,
-)
-from .executor.settings import (
-    ARTIFACTS,
-    Horovod,
-    HorovodConfigError,
-    mpirun_notices_lost_host_within,
-    whole_number,
-)
+from .executor.rank_exit import flush_streams
+from .executor.rank_start import current_rank, launched_rank, launched_size
+from .executor.rank_watches import RankWatches
+from .executor.settings import ARTIFACTS, Horovod, HorovodConfigError, whole_number
 from .horovod_deck import add_horovod_deck
 from .local_launcher import run_local
 
@@ -171,7 +159,9 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
     ctx = FlyteContextManager.current_context()
-    liveness = stall = joining = None
+
+    def report_missing_rank() -> None:  # from the join watch: this rank waits in hvd.init() for a rank that never came
+        _shims.write_error_document(ctx, failures.error(RankLostError("a rank never reached hvd.init()")))
 
     def report_lost_rank() -> None:  # from the liveness thread: this rank's main thread is stuck in a collective
         _shims.write_error_document(ctx, failures.error(RankLostError("a rank was lost")))
@@ -183,12 +173,9 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
             logger.error("rank 0: waiting for mpirun to notice the lost host and stop the job")
             time.sleep(mpirun_notices_lost_host_within(settings.lost_rank_timeout))
 
+    watches = RankWatches(settings, failures, report_missing=report_missing_rank, report_lost=report_lost_rank)
     try:
-        joining = start_join_watch(settings, failures, lambda: _shims.write_error_document(
-            ctx, failures.error(RankLostError("a rank never reached hvd.init()"))))
-        rank, size = start_rank(settings)
-        liveness = start_liveness(settings, rank, size, failures, report_lost_rank)
-        stall = start_stall_watch(settings, rank, size, failures)
+        rank, size = watches.start()
         result = task._task_function(**kwargs)
         rank = current_rank(settings, rank)
         hvd = settings.module()
@@ -197,9 +184,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
         if hvd is not None and any(getattr(settings, name) for name in ARTIFACTS):
             hvd.shutdown()  # every rank is done with Horovod: rank 0's timeline is complete on disk
     except Exception as exc:
-        if stall is not None:
-            stall.stop()  # its record of a stall comes first: the exception is its echo
-        failures.record_exception(rank, exc)
+        watches.record_failure(rank, exc)
         if rank != 0:  # the same report as rank 0's (all ranks write one error.pb): never a bare echo
             raise failures.error(exc) from None
         error = failures.error(exc)
@@ -214,9 +199,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
                 _wait_for_other_failures(failures, timeout=5.0)
         raise failures.error(exc) from None
     finally:
-        for watch in (joining, liveness, stall):
-            if watch is not None:
-                watch.stop()
+        watches.stop()
         if in_main:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     if rank != 0:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from .executor.settings import HorovodConfigError, whole_number
 from .quiet_store import QuietStore
-from .spark import current_horovod_spark, spark_checkpoint_url
+from .spark_context import current_horovod_spark, spark_checkpoint_url
 
 FOLDER = "torch-estimator"  # under the task's Flyte checkpoint
 _EPOCH_FILE = re.compile(r"epoch-(\d+)\.pt")

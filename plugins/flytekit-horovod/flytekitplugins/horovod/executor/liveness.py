@@ -6,10 +6,11 @@ with its host, as lost; a rank that has not heard from rank 0 for as long stops.
 connection, which is not a loss: its launcher reports how it ended.
 
 Only the job's ranks are heard: rank 0 greets each connection with a random challenge, and a rank's hello (``<rank>
-<host> <HMAC of the challenge, rank and host under the job secret>``) must prove it holds the job's secret
-(``job_secret``); a connection that does not within ``HELLO_TIMEOUT_S`` (or says something else) is dropped, and no
-more than ``MAX_UNPROVEN`` wait at once (a new one closes the oldest), so no one else can report a fake rank lost,
-stop the check or fill its table. In a local run rank 0 listens on loopback, for this user only (``loopback``).
+<host> <HMAC of the challenge, rank and host under the job secret>``, see ``liveness_hello``) must prove it holds the
+job's secret (``job_secret``); a connection that does not within ``HELLO_TIMEOUT_S`` (or says something else) is
+dropped, and no more than ``MAX_UNPROVEN`` wait at once (a new one closes the oldest), so no one else can report a fake
+rank lost, stop the check or fill its table. In a local run rank 0 listens on loopback, for this user only
+(``loopback``).
 
 Rank 0 publishes where it listens in a folder every rank reaches (the job's failure folder, a local path or any
 fsspec URL), so no framework collective runs before the body (that would start TensorFlow's runtime before the body
@@ -21,7 +22,6 @@ No flytekit import: rank processes started by Spark tasks use this module.
 import contextlib
 import json
 import logging
-import os
 import selectors
 import socket
 import threading
@@ -31,7 +31,8 @@ from typing import Callable, Dict, List, Optional
 
 import fsspec
 
-from .job_secret import job_secret, sign, verify
+from .job_secret import job_secret
+from .liveness_hello import Peer, hello, read_line, receive, send_line
 from .loopback import LOOPBACK, bind_address, from_this_user, local_run
 
 logger = logging.getLogger("flytekitplugins.horovod")
@@ -40,7 +41,6 @@ BEAT_S = 1.0  # how often a rank says it is alive, and rank 0 checks who went si
 ADDRESS_FILE = "liveness-rank-0.json"  # in the shared folder: rank 0's addresses and port
 HELLO_WAIT_S = 3.0  # how long a rank's body waits for its hello to reach rank 0 (milliseconds when rank 0 is there)
 HELLO_TIMEOUT_S = 10.0  # how long rank 0 waits for a connection's hello before dropping it
-HELLO_MAX = 1024  # the longest hello (bytes)
 MAX_UNPROVEN = 16  # connections without a valid hello yet, at most; a new one closes the oldest
 
 
@@ -131,7 +131,7 @@ class Liveness:
         """Rank 0: accept the ranks, drop whoever does not prove the job's secret, echo the ranks' beats, report one
         silent for ``timeout`` s."""
         started, warned, everyone, met = time.monotonic(), False, False, 0
-        peers: Dict[socket.socket, _Peer] = {}
+        peers: Dict[socket.socket, Peer] = {}
         with selectors.DefaultSelector() as selector:
             selector.register(listener, selectors.EVENT_READ)
             while not self._stop.is_set():
@@ -140,8 +140,8 @@ class Liveness:
                 for key, _ in events:
                     if key.fileobj is listener:
                         conn, _ = listener.accept()
-                        peer = _Peer(now)
-                        if (local_run() and not from_this_user(conn)) or not _send(conn, peer.nonce):
+                        peer = Peer(now)
+                        if (local_run() and not from_this_user(conn)) or not send_line(conn, peer.nonce):
                             conn.close()
                             continue
                         unproven = [c for c, p in peers.items() if p.rank is None]
@@ -152,7 +152,7 @@ class Liveness:
                         peers[conn] = peer
                         continue
                     conn, peer = key.fileobj, peers[key.fileobj]
-                    data = _receive(conn)
+                    data = receive(conn)
                     proven = peer.rank is not None
                     if not data or not peer.heard(data, now, self._secret, self.size):
                         # the rank's process ended (its launcher reports how), or not a rank of this job
@@ -178,7 +178,7 @@ class Liveness:
                     logger.warning("rank 0: only %d of the other %d ranks reached its liveness port; the others are "
                                    "not watched", met, self.size - 1)
 
-    def _drop(self, selector: selectors.BaseSelector, peers: Dict[socket.socket, "_Peer"], conn: socket.socket) -> None:
+    def _drop(self, selector: selectors.BaseSelector, peers: Dict[socket.socket, Peer], conn: socket.socket) -> None:
         selector.unregister(conn)
         peers.pop(conn)
         self._sockets.remove(conn)
@@ -194,9 +194,7 @@ class Liveness:
             if self._stop.is_set():  # stop() ran while connecting: it did not see this socket
                 return
             conn.settimeout(HELLO_WAIT_S)
-            nonce = _read_line(conn)
-            text = f"{self.rank} {self.host}"
-            conn.sendall(f"{text} {sign(self._secret, f'{nonce} {text}'.encode())}\n".encode())
+            conn.sendall(hello(self._secret, read_line(conn), self.rank, self.host))
         finally:
             self._hello_done.set()
         self._beat(conn)
@@ -238,59 +236,6 @@ class Liveness:
         if not self._stop.is_set():
             logger.warning("rank %d: rank 0's liveness port was not reachable; this rank runs unwatched", self.rank)
         return None
-
-
-class _Peer:
-    """What rank 0 knows of one connection: the challenge it was sent, when it came and was last heard, and once its
-    hello proved the job's secret, its rank and host."""
-
-    def __init__(self, now: float):
-        self.since = self.last = now
-        self.nonce = os.urandom(16).hex()
-        self.rank: Optional[int] = None
-        self.host, self._hello = "", b""
-
-    def heard(self, data: bytes, now: float, secret: Optional[bytes], size: int) -> bool:
-        """Take ``data`` from this connection; False when it is not a rank of this job (a hello that is too long,
-        malformed, names no other rank of the world, or lacks the proof of ``secret``)."""
-        self.last = now
-        if self.rank is not None:
-            return True
-        self._hello += data
-        if b"\n" not in self._hello:
-            return len(self._hello) <= HELLO_MAX
-        text, _, digest = self._hello.split(b"\n", 1)[0].decode("utf-8", "replace").rpartition(" ")
-        rank, _, host = text.partition(" ")
-        if not (rank.isdigit() and 0 < int(rank) < size and verify(secret, f"{self.nonce} {text}".encode(), digest)):
-            return False
-        self.rank, self.host = int(rank), host
-        return True
-
-
-def _send(conn: socket.socket, line: str) -> bool:
-    try:
-        conn.sendall(f"{line}\n".encode())
-        return True
-    except OSError:
-        return False
-
-
-def _read_line(conn: socket.socket) -> str:
-    """One line from ``conn`` (rank 0's challenge), at most ``HELLO_MAX`` bytes; ``OSError`` if none comes."""
-    data = b""
-    while b"\n" not in data and len(data) <= HELLO_MAX:
-        chunk = conn.recv(HELLO_MAX)
-        if not chunk:
-            raise ConnectionError("rank 0 closed its liveness connection before its challenge")
-        data += chunk
-    return data.split(b"\n", 1)[0].decode("ascii", "replace")
-
-
-def _receive(conn: socket.socket) -> bytes:
-    try:
-        return conn.recv(4096)
-    except OSError:
-        return b""
 
 
 def ipv4_addresses() -> List[str]:

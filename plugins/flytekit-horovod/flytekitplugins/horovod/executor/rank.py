@@ -1,59 +1,30 @@
-"""One Horovod rank: what it runs (``RankJob``), how it starts (settings, ``hvd.init()``, logging), and the entry
-point of every rank process the launchers start: ``python -c RANK_ENTRY JOB RESULT``.
+"""One Horovod rank: what it runs (``RankJob``), how it runs it (``run_rank``: started and watched, see
+``rank_start`` and ``rank_watches``), and the entry point of every rank process the launchers start:
+``python -c RANK_ENTRY JOB RESULT``.
 
 No flytekit import at module level: Spark tasks run parts of this module (pickled by value) without importing it.
 """
 
-import atexit
-import contextlib
-import logging
 import os
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import cloudpickle
 
-from .classify import LOST, NEVER_MET, STALLED
-from .elastic_rendezvous import sign_worker_addresses
-from .failures import RankFailures, this_host
+from .failures import RankFailures
 from .flyte_context import FlyteRankContext
-from .job_secret import SECRET_ENV, job_secret
-from .joining import JoinWatch
-from .liveness import Liveness, LostRank
-from .loopback import bind_horovod_to_loopback
-from .noise import quiet_this_process
 from .processes import die_with_launcher
-from .settings import SETTINGS_ENV, Horovod, HorovodConfigError
-from .stall import StallWatch
+from .rank_exit import exit_now
+from .rank_start import current_rank, launched_rank
+from .rank_watches import RankWatches
+from .settings import Horovod, HorovodConfigError
 
-logger = logging.getLogger("flytekitplugins.horovod")
-
-# Set by mpirun (OpenMPI), horovodrun / horovod.runner (HOROVOD_RANK) and MPICH / Intel MPI (PMI_RANK).
-RANK_ENV_VARS = ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "PMI_RANK")
-SIZE_ENV_VARS = ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "PMI_SIZE")
 # How every rank process starts: ``rank_main`` with where its job comes from and where its result goes.
 RANK_ENTRY = "from flytekitplugins.horovod.executor.rank import rank_main; rank_main()"
 STDIN = "-"  # JOB argument: the pickled job arrives on standard input
 RESULT_FD = "fd:"  # RESULT argument prefix: write the pickled result to this inherited file descriptor
-
-
-def _from_env(names: Sequence[str]) -> Optional[int]:
-    for name in names:
-        if os.environ.get(name, "") != "":
-            return int(os.environ[name])
-    return None
-
-
-def launched_rank() -> Optional[int]:
-    """This process's rank when it runs inside an already launched world (mpirun, horovodrun), else None."""
-    return _from_env(RANK_ENV_VARS)
-
-
-def launched_size() -> Optional[int]:
-    """The world size set by the launcher of this process, else None."""
-    return _from_env(SIZE_ENV_VARS)
 
 
 @dataclass
@@ -88,127 +59,12 @@ class RankResult:
     decks: List[Any] = field(default_factory=list)
 
 
-def configure_rank_logging(rank: int, size: int) -> None:
-    """In a rank's own process: prefix its log lines with its rank, so interleaved output stays readable."""
-    fmt = f"[rank {rank}/{size}] %(asctime)s %(levelname)s %(name)s: %(message)s"
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(fmt, "%H:%M:%S"))
-    root = logging.getLogger()
-    root.handlers = [handler]
-    root.setLevel(logging.INFO)
-    # TensorFlow gives its logger a handler of its own when imported before this (hvd.init() of horovod.tensorflow):
-    # its lines would print twice, raw and rank-prefixed
-    logging.getLogger("tensorflow").handlers = []
-
-
-def start_rank(settings: Horovod) -> Tuple[int, int]:
-    """Prepare this process as one Horovod rank: the settings in its environment, the known noise filtered (``noise``),
-    ``hvd.init()`` of the chosen framework, rank-prefixed logs. Horovod's services bind loopback in a local run, an
-    elastic rank signs its address for the rendezvous. Returns (rank, size)."""
-    os.environ[SETTINGS_ENV] = settings.to_json()
-    os.environ.update(settings.env())
-    quiet_this_process(settings.verbose)
-    bind_horovod_to_loopback()
-    if os.environ.get("HOROVOD_ELASTIC") == "1":
-        sign_worker_addresses()
-    rank, size = launched_rank() or 0, launched_size() or 1
-    hvd = settings.init_horovod()
-    if hvd is not None:
-        rank, size = hvd.rank(), hvd.size()
-    configure_rank_logging(rank, size)
-    if rank == 0:
-        logger.info("Horovod world of %d ranks, controller %s, framework %s, settings %s", size,
-                    settings.controller, settings.framework, settings.env())
-    else:  # a line in the log of every rank (rank 0's alone reach the console)
-        logger.info("rank %d of %d started on %s, process %d", rank, size, this_host(), os.getpid())
-    return rank, size
-
-
-def start_join_watch(settings: Horovod, failures: RankFailures,
-                     report: Callable[[], None] = lambda: None) -> Optional[JoinWatch]:
-    """Before ``start_rank``: watch that every rank reaches ``hvd.init()`` (see ``joining``); when one has not after
-    ``start_timeout``, a rank waiting in ``hvd.init()`` records which ranks did and did not reach it, calls ``report``
-    and ends its process (it would wait forever under ``mpirun``). None in a world of one rank or an elastic one."""
-    rank, size = launched_rank() or 0, launched_size() or 1
-    if size < 2 or os.environ.get("HOROVOD_ELASTIC") == "1":
-        return None
-
-    def on_missing(text: str) -> None:
-        try:
-            logger.error("%s; failing the task", text)
-            failures.record(rank, NEVER_MET, text)
-            report()
-        finally:
-            flush_streams()
-            os._exit(1)
-
-    watch = JoinWatch(rank, size, this_host(), failures.folder, settings.start_timeout, on_missing)
-    watch.start()
-    return watch
-
-
-def start_liveness(settings: Horovod, rank: int, size: int, failures: RankFailures,
-                   report: Callable[[], None] = lambda: None) -> Optional[Liveness]:
-    """Start this rank's heartbeat (see ``liveness``) right after ``start_rank``, unless the settings turn it off,
-    the body initialises Horovod itself, or the world has one rank or is elastic (Horovod's elastic driver handles
-    lost hosts).
-
-    When rank 0 finds a rank lost it records that rank's failure, calls ``report`` (which may wait) and ends its
-    process (its main thread is stuck in a collective); a rank that lost rank 0 ends without a record: it cannot
-    tell whether rank 0's host or its own went away, and rank 0's launcher reports. Without a job secret from the
-    launcher (a world started by hand) there is no heartbeat: its hellos could not be told from anyone else's."""
-    if settings.lost_rank_timeout is None or settings.framework is None or size < 2 \
-            or os.environ.get("HOROVOD_ELASTIC") == "1":
-        return None
-    if job_secret() is None:
-        logger.warning("rank %d: no job secret (%s) from the launcher; the liveness check is off", rank, SECRET_ENV)
-        return None
-    host = this_host()
-
-    def on_lost(lost: LostRank) -> None:
-        try:
-            if rank == 0:
-                text = lost.describe(f"rank 0 on {host}")
-                logger.error("%s; failing the task", text)
-                failures.record(lost.rank, LOST, text, host=lost.host, replace=False)
-                report()
-            else:
-                logger.error("%s; stopping this rank", lost.describe(f"rank {rank} on {host}"))
-        finally:
-            flush_streams()
-            os._exit(1)
-
-    liveness = Liveness(rank, size, host, settings.lost_rank_timeout, failures.folder, on_lost)
-    liveness.start()
-    return liveness
-
-
-def start_stall_watch(settings: Horovod, rank: int, size: int, failures: RankFailures) -> Optional[StallWatch]:
-    """On rank 0 (Horovod's coordinator, the only rank its stall check runs on) of a world of several ranks, after
-    ``start_rank``: watch its stall reports (see ``stall``), the one that stops the ranks recorded as the job's
-    failure. None where the stall check is off or the body initialises Horovod itself."""
-    if rank != 0 or size < 2 or settings.stall_timeout is None or settings.framework is None:
-        return None
-    return StallWatch(size, this_host(), settings.stall_timeout,
-                      lambda text: failures.record(0, STALLED, text))
-
-
-def current_rank(settings: Horovod, fallback: int) -> int:
-    """This process's rank now: elastic jobs renumber their ranks when workers leave or join."""
-    hvd = settings.module()
-    return hvd.rank() if hvd is not None and hvd.is_initialized() else fallback
-
-
 def run_rank(job: RankJob) -> Optional[RankResult]:
     """Run a job in this rank process: start the rank, the function, and record a failure before re-raising."""
     rank = launched_rank() or 0
-    failures = RankFailures(job.failure_dir)
-    liveness = stall = joining = None
+    watches = RankWatches(job.settings, RankFailures(job.failure_dir))
     try:
-        joining = start_join_watch(job.settings, failures)
-        rank, size = start_rank(job.settings)
-        liveness = start_liveness(job.settings, rank, size, failures)
-        stall = start_stall_watch(job.settings, rank, size, failures)
+        rank, _ = watches.start()
         fn = cloudpickle.loads(job.fn)
         if job.flyte is None:
             value, decks = fn(**job.kwargs), []
@@ -222,14 +78,10 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
         pickled(value, f"rank {rank}'s result", TypeError)  # a user error, recorded as raised: never a lost rank
         return RankResult(value, decks if rank == 0 else [])
     except BaseException as exc:  # report, then let the launcher see the failure
-        if stall is not None:
-            stall.stop()  # its record of a stall comes first: the exception is its echo
-        failures.record_exception(rank, exc)
+        watches.record_failure(rank, exc)
         raise
     finally:
-        for watch in (joining, liveness, stall):
-            if watch is not None:
-                watch.stop()
+        watches.stop()
 
 
 def pickled(value: Any, what: str, error: type) -> bytes:
@@ -296,25 +148,6 @@ def rank_main(argv: Optional[Sequence[str]] = None) -> None:
         traceback.print_exc()
         code = 1
     exit_now(code)
-
-
-def exit_now(code: int) -> None:
-    """Exit at once after the atexit handlers (``hvd.shutdown``, logging) ran: no interpreter teardown.
-
-    Tearing down an interpreter that imported TensorFlow takes about a second per rank, and the launcher
-    (and the task) waits for it; nothing in it matters once the result is written and the streams flushed.
-    """
-    try:
-        atexit._run_exitfuncs()
-    finally:
-        flush_streams()
-        os._exit(code)
-
-
-def flush_streams() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
 
 
 def write_file(path: str, data: bytes) -> None:

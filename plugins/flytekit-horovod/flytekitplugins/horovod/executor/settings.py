@@ -4,7 +4,6 @@ import dataclasses
 import importlib
 import json
 import logging
-import math
 import os
 import typing
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .body_framework import FALLBACK, body_framework
 from .frameworks import FRAMEWORK_BUILDS
+from .mpirun_keepalive import daemon_keepalive
 
 logger = logging.getLogger("flytekitplugins.horovod")
 CONTROLLERS = ("gloo", "mpi")
@@ -200,7 +200,7 @@ class Horovod:
         for name, value in sorted(self.env().items()):
             args += ["-x", f"{name}={value}"]
         if self.lost_rank_timeout is not None:
-            for name, value in _daemon_keepalive(self.lost_rank_timeout).items():
+            for name, value in daemon_keepalive(self.lost_rank_timeout).items():
                 args += ["-mca", name, str(value)]
         return args
 
@@ -271,24 +271,6 @@ class Horovod:
         return cls(**json.loads(text))
 
 
-def _daemon_keepalive(lost_rank_timeout: float) -> Dict[str, int]:
-    """OpenMPI's TCP keepalive for mpirun's connections to the daemons on the other hosts.
-
-    When a host is lost, rank 0 reports it after ``lost_rank_timeout`` s and then waits for mpirun, which waits
-    for the lost host's daemon, by default for up to 8 minutes (keepalive after 300 s idle, 9 probes 20 s apart).
-    Here it gives up between ``probes * 5`` and ``10 + probes * 5`` s after the loss: always after rank 0 has
-    reported (so mpirun's own abort cannot kill rank 0 first), 30 to 40 s for the default timeout.
-    """
-    probes = math.ceil((lost_rank_timeout + 10) / 5)
-    return {"oob_tcp_keepalive_time": 10, "oob_tcp_keepalive_intvl": 5, "oob_tcp_keepalive_probes": probes}
-
-
-def mpirun_notices_lost_host_within(lost_rank_timeout: float) -> float:
-    """Seconds after a host's loss by which mpirun, with ``_daemon_keepalive``, has given up on its daemon."""
-    keepalive = _daemon_keepalive(lost_rank_timeout)
-    return keepalive["oob_tcp_keepalive_time"] + keepalive["oob_tcp_keepalive_intvl"] * keepalive["oob_tcp_keepalive_probes"]
-
-
 def _type_problems(obj: Any) -> List[str]:
     """Fields whose value does not have the declared type (bool is not accepted for a number, nor 2.5 for an int)."""
     problems = []
@@ -305,16 +287,3 @@ def _type_problems(obj: Any) -> List[str]:
             names = " or ".join(t.__name__ for t in allowed if t is not int or float not in allowed)
             problems.append(f"{f.name}={value!r} must be {names}{' or None' if type(None) in typing.get_args(hint) else ''}")
     return problems
-
-
-def current_settings() -> Horovod:
-    """The settings of the running Horovod task (read from the environment every rank gets); defaults outside one."""
-    text = os.environ.get(SETTINGS_ENV)
-    return Horovod.from_json(text) if text else Horovod()
-
-
-def compression():
-    """``Compression.fp16`` of the task's framework when its settings ask for fp16 gradients, else ``none``."""
-    settings = current_settings()
-    hvd = settings.module() or importlib.import_module(FRAMEWORKS["tensorflow"])
-    return hvd.Compression.fp16 if settings.fp16_compression else hvd.Compression.none

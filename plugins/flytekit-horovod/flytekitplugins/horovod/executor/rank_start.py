@@ -1,0 +1,81 @@
+"""How a process becomes one Horovod rank: its rank and world size from its launcher, its settings in its
+environment, ``hvd.init()`` of the chosen framework and rank-prefixed logs.
+
+No flytekit import: rank processes started by Spark tasks use this module.
+"""
+
+import logging
+import os
+import sys
+from typing import Optional, Sequence, Tuple
+
+from .elastic_rendezvous import sign_worker_addresses
+from .failures import this_host
+from .loopback import bind_horovod_to_loopback
+from .noise import quiet_this_process
+from .settings import SETTINGS_ENV, Horovod
+
+logger = logging.getLogger("flytekitplugins.horovod")
+
+# Set by mpirun (OpenMPI), horovodrun / horovod.runner (HOROVOD_RANK) and MPICH / Intel MPI (PMI_RANK).
+RANK_ENV_VARS = ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "PMI_RANK")
+SIZE_ENV_VARS = ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "PMI_SIZE")
+
+
+def _from_env(names: Sequence[str]) -> Optional[int]:
+    for name in names:
+        if os.environ.get(name, "") != "":
+            return int(os.environ[name])
+    return None
+
+
+def launched_rank() -> Optional[int]:
+    """This process's rank when it runs inside an already launched world (mpirun, horovodrun), else None."""
+    return _from_env(RANK_ENV_VARS)
+
+
+def launched_size() -> Optional[int]:
+    """The world size set by the launcher of this process, else None."""
+    return _from_env(SIZE_ENV_VARS)
+
+
+def configure_rank_logging(rank: int, size: int) -> None:
+    """In a rank's own process: prefix its log lines with its rank, so interleaved output stays readable."""
+    fmt = f"[rank {rank}/{size}] %(asctime)s %(levelname)s %(name)s: %(message)s"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt, "%H:%M:%S"))
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(logging.INFO)
+    # TensorFlow gives its logger a handler of its own when imported before this (hvd.init() of horovod.tensorflow):
+    # its lines would print twice, raw and rank-prefixed
+    logging.getLogger("tensorflow").handlers = []
+
+
+def start_rank(settings: Horovod) -> Tuple[int, int]:
+    """Prepare this process as one Horovod rank: the settings in its environment, the known noise filtered (``noise``),
+    ``hvd.init()`` of the chosen framework, rank-prefixed logs. Horovod's services bind loopback in a local run, an
+    elastic rank signs its address for the rendezvous. Returns (rank, size)."""
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    os.environ.update(settings.env())
+    quiet_this_process(settings.verbose)
+    bind_horovod_to_loopback()
+    if os.environ.get("HOROVOD_ELASTIC") == "1":
+        sign_worker_addresses()
+    rank, size = launched_rank() or 0, launched_size() or 1
+    hvd = settings.init_horovod()
+    if hvd is not None:
+        rank, size = hvd.rank(), hvd.size()
+    configure_rank_logging(rank, size)
+    if rank == 0:
+        logger.info("Horovod world of %d ranks, controller %s, framework %s, settings %s", size,
+                    settings.controller, settings.framework, settings.env())
+    else:  # a line in the log of every rank (rank 0's alone reach the console)
+        logger.info("rank %d of %d started on %s, process %d", rank, size, this_host(), os.getpid())
+    return rank, size
+
+
+def current_rank(settings: Horovod, fallback: int) -> int:
+    """This process's rank now: elastic jobs renumber their ranks when workers leave or join."""
+    hvd = settings.module()
+    return hvd.rank() if hvd is not None and hvd.is_initialized() else fallback
