@@ -27,6 +27,9 @@ EPOCHS = 5
 HP = {"epochs": EPOCHS, "batch_size": 128, "hidden": [32, 16], "learning_rate": 2e-3}
 TASK_HP = {"train_mpi": {}, "train_torch": {"batch_size": 32}}  # PyTorch's epochs are ~4x faster: more steps each
 
+# a killed rank is named by timing (its echo first, its cause within SETTLE_S): make test runs these alone
+pytestmark = pytest.mark.serial
+
 
 def _inputs(template, attempt: Attempt, prepared: Path, **hp) -> None:
     from flytekit.types.directory import FlyteDirectory

@@ -62,6 +62,7 @@ def test_spark_driver_runs_the_registered_task_with_horovod_on_local_2(flows_reg
     ("kill", "RECOVERABLE", "Horovod rank 1 died on host", "killed by SIGKILL"),
     ("raise", "NON_RECOVERABLE", "Horovod rank 1 failed on host", "ValueError: rank one cannot go on"),
 ])
+@pytest.mark.serial  # which rank died is told by timing (the echo first, the cause within SETTLE_S): alone (make test)
 def test_a_lost_rank_is_recoverable_and_a_failing_body_is_not(flows_registration, tmp_path, how, kind, headline,
                                                                cause):
     """What propeller reads from error.pb to decide whether `retries=` re-runs the task."""

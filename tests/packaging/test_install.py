@@ -39,11 +39,18 @@ def _pip(python: Path, *args: str):
     return ran
 
 
+# The bottoms differ by Python (plugins/flytekit-horovod/pyproject.toml): on 3.12 every pyspark 3.x fails to import
+# (distutils), so pyspark 4.0.0, and flytekitplugins-spark 1.16.4, the first that allows pyspark 4.
+PY312 = sys.version_info >= (3, 12)
+SPARK_PLUGIN_BOTTOM = "1.16.4" if PY312 else "1.16.0"
+PYSPARK_BOTTOM = "4.0.0" if PY312 else "3.4.0"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("pins, workflow", [
-    (["flytekit==1.16.0", "flytekitplugins-kfmpi==1.16.0", "flytekitplugins-spark==1.16.0"], "mpi_wf"),
-    (["pyspark==3.4.0"], "spark_wf"),
-], ids=["flytekit-1.16.0", "pyspark-3.4.0"])
+    (["flytekit==1.16.0", "flytekitplugins-kfmpi==1.16.0", f"flytekitplugins-spark=={SPARK_PLUGIN_BOTTOM}"], "mpi_wf"),
+    ([f"pyspark=={PYSPARK_BOTTOM}"], "spark_wf"),
+], ids=["flytekit-1.16.0", f"pyspark-{PYSPARK_BOTTOM}"])
 def test_pip_install_into_a_stack_of_other_versions_and_run_two_ranks(tmp_path, pins, workflow):
     python = _fresh_venv(tmp_path / "venv")
     _pip(python, *pins)

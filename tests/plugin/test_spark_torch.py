@@ -72,6 +72,7 @@ def _template(entity):
     return get_serializable(OrderedDict(), settings, entity).template.to_flyte_idl()
 
 
+@pytest.mark.serial  # which rank died is told by timing (the echo first, the cause within SETTLE_S): alone (make test)
 @pytest.mark.slow
 def test_a_retry_after_a_lost_rank_resumes_the_torch_estimator_from_the_flyte_checkpoint(tmp_path):
     template = _template(flows.torch_estimator)
