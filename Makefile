@@ -43,7 +43,7 @@ reliability: setup
 	.venv/bin/python scripts/reliability.py
 
 # Every supported stack (docs/stack.md): each leg built into its environment (.matrix/<leg>/venv; the default leg is
-# .venv), the smoke tests run there, the table written into docs/stack.md. LEGS=newest for one leg.
+# .venv), the smoke tests run there, the table written into docs/stack.md. LEGS=legacy for one leg.
 LEGS ?=
 matrix:
 	python3 scripts/matrix.py $(LEGS)
