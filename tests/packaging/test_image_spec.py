@@ -93,7 +93,8 @@ def test_the_spec_s_build_steps_run_in_a_fresh_virtual_environment(tmp_path):
     spec = horovod_image_spec(python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
                               tensorflow=version(tf), torch=version(torch), plugin=str(PLUGIN))
     venv = tmp_path / "venv"
-    subprocess.run([f"python{spec.python_version}", "-m", "venv", str(venv)], check=True)
+    # this environment's own interpreter (a fresh machine's python3.12 may be a pyenv shim that answers "not found")
+    subprocess.run([os.path.realpath(sys.executable), "-m", "venv", str(venv)], check=True)
     # the project's pins keep pip from resolving other versions than the cached wheel was built against; pip's own
     # cache (setup.sh's downloads) and no byte-compiling keep this install to about a minute
     installed = run_command([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
