@@ -84,7 +84,9 @@ def run_two_ranks(prepared, out, **kwargs):
 @pytest.fixture(scope="module")
 def two_rank_run(prepared, tmp_path_factory):
     work = tmp_path_factory.mktemp("ranks")
-    results = run_two_ranks(prepared, work / "trained", epochs=2, checkpoint_dir=work / "checkpoint")
+    # 3 epochs: the learning rate warms up over the first 2, and after those 2 alone the backtest was 0.377 against
+    # the bound's 0.355 in one of two runs on the 2026 stack (tf-keras 2.21; 2 epochs sufficed on TF 2.15)
+    results = run_two_ranks(prepared, work / "trained", epochs=3, checkpoint_dir=work / "checkpoint")
     return work, results
 
 
@@ -93,7 +95,7 @@ def test_train_rank_on_two_gloo_ranks(prepared, two_rank_run, untrained_rmspe):
     (history0, digest0), (history1, digest1) = results
     assert digest0 == digest1  # the same weights on both ranks after training
     assert history0 == history1
-    history, metrics = check_model_dir(work / "trained", prepared, ranks=2, epochs=2, untrained_rmspe=untrained_rmspe)
+    history, metrics = check_model_dir(work / "trained", prepared, ranks=2, epochs=3, untrained_rmspe=untrained_rmspe)
     assert history == history0
     assert metrics["route"] == "horovod-ranks"
     assert history["val_exp_rmspe"][-1] < history["val_exp_rmspe"][0]
@@ -102,16 +104,16 @@ def test_train_rank_on_two_gloo_ranks(prepared, two_rank_run, untrained_rmspe):
 def test_train_rank_resumes_from_its_checkpoint(prepared, two_rank_run, tmp_path):
     work, [(first, _), _] = two_rank_run
     state = read_state(work / "checkpoint")
-    assert state.epochs_done == 2 and state.history == first
+    assert state.epochs_done == 3 and state.history == first
     assert state.best == min(first["val_exp_rmspe"])
 
-    results = run_two_ranks(prepared, tmp_path / "trained", epochs=3, checkpoint_dir=work / "checkpoint")
+    results = run_two_ranks(prepared, tmp_path / "trained", epochs=4, checkpoint_dir=work / "checkpoint")
     history = results[0][0]
-    assert all(len(values) == 3 for values in history.values())
-    assert {k: v[:2] for k, v in history.items()} == first  # epochs 1-2 from the checkpoint, epoch 3 trained
-    assert read_state(work / "checkpoint").epochs_done == 3
+    assert all(len(values) == 4 for values in history.values())
+    assert {k: v[:3] for k, v in history.items()} == first  # epochs 1-3 from the checkpoint, epoch 4 trained
+    assert read_state(work / "checkpoint").epochs_done == 4
     metrics = json.loads((tmp_path / "trained" / "metrics.json").read_text())
-    assert metrics["epochs"] == 3 and metrics["best_val_exp_rmspe"] == min(history["val_exp_rmspe"])
+    assert metrics["epochs"] == 4 and metrics["best_val_exp_rmspe"] == min(history["val_exp_rmspe"])
     # the saved model is the best epoch, even when that epoch came from before the restart (scored before the
     # RMSPE calibration, the output the epochs were scored on)
     import tensorflow as tf
