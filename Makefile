@@ -19,17 +19,14 @@ run-torch: setup
 lint: setup
 	.venv/bin/ruff check .
 
-# Two parts (docs/testing.md): every test that is not timing-sensitive on 2 workers side by side (pytest-xdist), then
-# the tests marked `serial` (fault, stall and multi-host tests, and any test asserting how fast something happens)
-# alone. pytest exits 5 when it collected no test; make treats any non-zero exit as a failure, so that fails too.
-XDIST ?= -n 2 --dist loadgroup
+# Two pytest runs side by side (scripts/test.sh, docs/testing.md): the tests marked `serial` one at a time, the rest
+# beside them. pytest exits 5 when it collected no test; either run's non-zero exit fails make test.
 test: lint
-	.venv/bin/python -m pytest $(XDIST) -m "not serial" $(PYTEST_ARGS)
-	.venv/bin/python -m pytest -m serial $(PYTEST_ARGS)
+	bash scripts/test.sh $(PYTEST_ARGS)
 
 # The fast part alone: no slow end-to-end, fault or multi-host test.
 test-fast: lint
-	.venv/bin/python -m pytest $(XDIST) -m "not slow and not serial" $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Several hosts as Linux network namespaces on this machine (root); `make test` runs them too when it can.
 test-multihost: setup
