@@ -11,8 +11,10 @@ def test_make_test_lints_before_pytest():
     dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     steps = dry.splitlines()
     lint = next(i for i, step in enumerate(steps) if "ruff check" in step)
-    tests = next(i for i, step in enumerate(steps) if "pytest" in step)
+    tests = next(i for i, step in enumerate(steps) if "scripts/test.sh" in step)  # two pytest runs side by side
     assert lint < tests, dry
+    script = (ROOT / "scripts" / "test.sh").read_text()
+    assert '-m pytest -m serial' in script and '-m pytest -m "not serial"' in script
 
 
 def test_a_lint_error_fails_and_the_tree_is_clean(tmp_path):
