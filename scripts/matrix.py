@@ -90,12 +90,10 @@ def build(leg: Leg, log: Path) -> Dict[str, object]:
     """Set the leg's environment up (the default leg through scripts/setup.sh); its minutes and what the build
     command reported."""
     started = time.monotonic()
-    if leg.name == "default":
-        code = run(["bash", str(ROOT / "scripts" / "setup.sh")], log, cwd=ROOT)
-    elif leg.constraints:
-        code = run(["bash", str(ROOT / "scripts" / "setup.sh")], log, cwd=ROOT, env={
-            **os.environ, "VENV": str(leg.venv), "CONSTRAINTS": str(ROOT / leg.constraints),
-            "EXTRAS": "test,petastorm"})
+    if leg.name == "default" or leg.constraints:  # scripts/setup.sh: its own defaults, or this leg's constraints
+        env = {**os.environ, "VENV": str(leg.venv), "CONSTRAINTS": str(ROOT / leg.constraints),
+               "EXTRAS": "test,petastorm"} if leg.constraints else None
+        code = run(["bash", str(ROOT / "scripts" / "setup.sh")], log, cwd=ROOT, env=env)
     else:
         leg.venv.parent.mkdir(parents=True, exist_ok=True)
         pip = [leg.bin_python, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
