@@ -31,7 +31,8 @@ def test_a_dry_run_states_every_choice_and_names_the_wheel_by_what_it_is_built_a
     plan = json.loads(done.stdout)
     assert plan["env"] == {"HOROVOD_WITH_GLOO": "1", "HOROVOD_WITHOUT_MPI": "1", "HOROVOD_WITH_TENSORFLOW": "1",
                            "HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITHOUT_MXNET": "1",
-                           "HOROVOD_WITHOUT_GPU": "1"}  # nothing left to what CMake finds
+                           "HOROVOD_WITHOUT_GPU": "1",  # nothing left to what CMake finds
+                           "HOROVOD_BUILD_TYPE": "Release"}  # patches/0013: no -g
     tf = build.distribution_of("tensorflow")  # tensorflow==2.21.0 (tf-keras requires it); tensorflow-cpu on the legacy leg
     torch = importlib.metadata.version("torch")
     assert tf == f"tensorflow=={importlib.metadata.version('tensorflow')}" or tf.startswith("tensorflow-cpu==2.15")

@@ -138,6 +138,7 @@ def plan(frameworks: Optional[Sequence[str]], controllers: Optional[Sequence[str
         env.update(HOROVOD_GPU="CUDA", HOROVOD_GPU_OPERATIONS="NCCL")
     else:  # patches/0008: no CUDA looked for, even with a CUDA build of torch and a partial toolkit on the machine
         env.update(HOROVOD_WITHOUT_GPU="1")
+    env["HOROVOD_BUILD_TYPE"] = "Release"  # patches/0013: -O3 without -g (15-33% less compile time per TF op file)
     return BuildPlan(
         horovod=HOROVOD_VERSION, python=f"{sys.version_info.major}.{sys.version_info.minor}",
         platform=sysconfig.get_platform(), frameworks={name: installed[name] for name in frameworks},
