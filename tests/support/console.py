@@ -9,9 +9,6 @@ MOST_LINES = 40  # what the default wf and a 3-epoch Estimator task may print (i
 # a rank's launcher prefix ("[0]<stderr>:", "[1,0]<stdout>:"), the ranks' log format ("[rank 0/2] 10:19:54 WARNING
 # tensorflow: "), Python's default one ("WARNING:tensorflow:")
 _PREFIXES = re.compile(r"^(\[\d+(,\d+)?\]<std(out|err)>:)?(\[rank \d+/\d+\] [\d:]+ [A-Z]+ [\w.]+: |[A-Z]+:[\w.]+:)?")
-# absl's notice, printed by every process that loads TensorFlow's C++ libraries (twice in one with the CUDA build of
-# tensorflow that tf-keras needs), before its first line: the Spark workers of a KerasModel.transform print it too
-ABSL_NOTICE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 
 
 def printed_lines(output: str) -> List[str]:
@@ -19,6 +16,6 @@ def printed_lines(output: str) -> List[str]:
 
 
 def printed_twice(output: str) -> List[str]:
-    """The messages that more than one line of ``output`` carries, prefixes aside (absl's notice aside)."""
+    """The messages that more than one line of ``output`` carries, prefixes aside."""
     counts = collections.Counter(_PREFIXES.sub("", line).strip() for line in printed_lines(output))
-    return [message for message, count in counts.items() if count > 1 and message != ABSL_NOTICE]
+    return [message for message, count in counts.items() if count > 1]

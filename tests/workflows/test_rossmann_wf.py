@@ -4,7 +4,6 @@ On synthetic data the generator knows the true test sales, so these runs check w
 RMSPE on the test period against the perfect model's on the same rows, and that the backtest predicted it.
 """
 
-import importlib.metadata
 import json
 import re
 import shutil
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from packaging.version import Version
 
 from rossmann import synthetic
 from tests.support.console import MOST_LINES, printed_lines, printed_twice
@@ -82,12 +80,10 @@ def test_default_wf_forecasts_the_test_period_close_to_the_perfect_model(pyflyte
     report = synthetic.generate(str(tmp_path), n_stores=50, seed=0)  # the same default data, regenerated
     # the issue's bound for the default run (measured 1.05x test, 1.05x backtest)
     metrics = _check_forecast(ran, Hyperparameters().epochs, tmp_path, "spark-estimator", bound=1.10)
-    # this run's console, as issue 31 asks of it (no second run of wf for it): at most MOST_LINES lines, none twice.
-    # TensorFlow >= 2.16 prints about 5 C++ lines per process at import, before absl is initialised, which neither
-    # TF_CPP_MIN_LOG_LEVEL nor any other variable silences (docs/stack.md, the newest leg), and Spark 4 three more
+    # this run's console, as issues 31 and 35 ask of it (no second run of wf for it): at most MOST_LINES lines, none
+    # twice, on every stack (TensorFlow's and the JVM's native start-up lines are filtered: executor/native_lines.py)
     printed = printed_lines(ran.output)
-    most = MOST_LINES if Version(importlib.metadata.version("tensorflow")) < Version("2.16") else MOST_LINES + 15
-    assert len(printed) <= most, f"the default run printed {len(printed)} lines:\n{ran.output}"
+    assert len(printed) <= MOST_LINES, f"the default run printed {len(printed)} lines:\n{ran.output}"
     assert printed_twice(ran.output) == [], ran.output
     assert metrics["test_perfect_rmspe"] == pytest.approx(report.test_noise_floor_rmspe)
     assert metrics["backtest_perfect_rmspe"] == pytest.approx(report.backtest_noise_floor_rmspe)

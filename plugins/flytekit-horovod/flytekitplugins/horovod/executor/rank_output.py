@@ -1,5 +1,6 @@
 """Where the ranks' output goes: every line into a log file, to the console rank 0's lines only (every rank's with
-``Horovod(verbose=True)`` or ``FLYTE_HOROVOD_VERBOSE=1``), plus lines that come from no rank (the launcher's).
+``Horovod(verbose=True)`` or ``FLYTE_HOROVOD_VERBOSE=1``), plus lines that come from no rank (the launcher's), less
+the known native start-up lines (``native_lines``; the log keeps them).
 
 Lines arrive as Horovod's launchers write them, prefixed by rank: ``[1]<stdout>:`` (Gloo, ``horovodrun``,
 ``horovod.spark``) or ``[1,1]<stderr>:`` (``mpirun --tag-output``). No flytekit import at module level.
@@ -14,6 +15,7 @@ import time
 from typing import Optional
 
 from .classify import NO_SPACE, rank_of
+from .native_lines import is_native_noise
 
 VERBOSE_ENV = "FLYTE_HOROVOD_VERBOSE"  # "1": every rank's output on the console too
 LOG_DIR_NAME = "horovod-logs"  # under a Flyte task's working directory: the ranks' logs of that task
@@ -48,7 +50,8 @@ class RankOutput:
                 with contextlib.suppress(OSError):  # a full disk: the console still shows the lines
                     self._file.write(text)
             shown = text if self.verbose else "".join(
-                line for line in text.splitlines(keepends=True) if rank_of(line) in (None, 0))
+                line for line in text.splitlines(keepends=True)
+                if rank_of(line) in (None, 0) and not is_native_noise(line))
             if shown:
                 with contextlib.suppress(Exception):
                     getattr(sys, console).write(shown)
