@@ -6,12 +6,17 @@ No mocks: the tasks in flows/allreduce.py allreduce ``x * (rank + 1)`` over 2 ra
 
 import re
 
-import flyte
-import flyte.errors
 import pytest
 
-from tests.flyte2.flows import allreduce as flows
-from tests.support import ROOT, VENV_BIN, leftovers, run_command
+# until the set-up installs them (issue 36), a checkout without them skips this module, saying so
+pytest.importorskip("flyte", reason="the flyte SDK is not installed here")
+pytest.importorskip("flyteplugins.horovod", reason="flyteplugins-horovod is not installed here")
+
+import flyte  # noqa: E402
+import flyte.errors  # noqa: E402
+
+from tests.flyte2.flows import allreduce as flows  # noqa: E402
+from tests.support import ROOT, VENV_BIN, leftovers, run_command  # noqa: E402
 
 pytestmark = pytest.mark.needs_framework("pytorch")
 

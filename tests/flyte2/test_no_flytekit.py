@@ -9,6 +9,7 @@ import pytest
 from tests.support import ROOT, leftovers, run_command
 
 pytestmark = pytest.mark.needs_framework("pytorch")
+pytest.importorskip("flyteplugins.horovod", reason="flyteplugins-horovod (and the flyte SDK) is not installed here")
 
 NO_FLYTEKIT = """
 import importlib.abc, sys
