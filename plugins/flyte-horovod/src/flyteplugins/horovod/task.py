@@ -16,12 +16,14 @@ from flyte import Resources
 from flyte._context import internal_ctx
 from flyte._task import P, R
 from flyte.extend import AsyncFunctionTaskTemplate, TaskPluginRegistry
+from flyte.models import SerializationContext
 
 from flytekitplugins.horovod.executor.rank_start import launched_rank
 from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigError, whole_number
 from flytekitplugins.horovod.local_launcher import run_local
 
 RestartPolicy = Literal["always", "failure", "never"]  # kfmpi's RestartPolicy members, lower-cased
+_RESTART = {"always": "RESTART_POLICY_ALWAYS", "failure": "RESTART_POLICY_ON_FAILURE", "never": "RESTART_POLICY_NEVER"}
 
 
 @dataclass
@@ -137,6 +139,37 @@ class HorovodMPITask(AsyncFunctionTaskTemplate):
         results = await run_sync_in_thread(run_local, in_a_rank(self.func), as_kwargs(self.func, args, kwargs),
                                            num_proc=config.num_ranks, settings=config.horovod, says_where=True)
         return results[0].value
+
+    def custom_config(self, sctx: SerializationContext) -> Optional[Dict[str, Any]]:
+        """The template's ``custom``: flyteidl2's kubeflow ``DistributedMPITrainingTask`` as JSON (task type ``mpi``,
+        version 1), the fields flyteorg/flyte's ``kfoperators/mpi/mpi.go`` reads for version 1 (tests/flyte2)."""
+        from flyteidl2.plugins.kubeflow import common_pb2, mpi_pb2
+        from google.protobuf.json_format import MessageToDict
+
+        config = self.plugin_config
+        policy = None
+        if config.run_policy is not None:
+            run = config.run_policy
+            policy = common_pb2.RunPolicy(
+                clean_pod_policy=f"CLEANPOD_POLICY_{run.clean_pod_policy.upper()}" if run.clean_pod_policy else None,
+                ttl_seconds_after_finished=run.ttl_seconds_after_finished,
+                active_deadline_seconds=run.active_deadline_seconds, backoff_limit=run.backoff_limit)
+        job = mpi_pb2.DistributedMPITrainingTask(worker_replicas=_replica_spec(config.worker),
+                                                 launcher_replicas=_replica_spec(config.launcher),
+                                                 run_policy=policy, slots=config.slots)
+        return MessageToDict(job)
+
+
+def _replica_spec(replicas: Any) -> Any:
+    """flyteidl2's ``DistributedMPITrainingReplicaSpec`` of a ``Worker`` or ``Launcher``."""
+    from flyteidl2.plugins.kubeflow import mpi_pb2
+
+    if replicas.requests is not None or replicas.limits is not None:
+        raise NotImplementedError(f"{type(replicas).__name__}(requests=..., limits=...) is not serialized yet: set "
+                                  f"the TaskEnvironment's resources")
+    return mpi_pb2.DistributedMPITrainingReplicaSpec(
+        replicas=replicas.replicas, image=replicas.image, command=replicas.command or [],
+        restart_policy=_RESTART[replicas.restart_policy] if replicas.restart_policy else None)
 
 
 TaskPluginRegistry.register(config_type=MPIJob, plugin=HorovodMPITask)
