@@ -14,43 +14,31 @@ from typing import Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
 
+from .executor import errors as _runtime
 from .executor.classify import spark_rank_killed
+from .executor.errors import InterruptedByUser, RankFailedError, StalledRanksError
+
+__all__ = ["InterruptedByUser", "LauncherStopped", "RankFailedError", "RankLostError", "StalledRanksError",
+           "lost_in_horovod_launcher"]
 
 
-class RankFailedError(RuntimeError):
-    """The task body raised in a Horovod rank; the message names the rank, its host and carries its traceback."""
-
-    def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None,
-                 timestamp: Optional[float] = None):
-        super().__init__(message)
-        self.rank, self.host, self.timestamp = rank, host, timestamp
-
-
-class StalledRanksError(RankFailedError):
-    """Ranks out of step: some submitted a collective the others never did, for longer than ``stall_timeout``. The
-    first line names the tensors, the missing and the waiting ranks, since when, and the usual causes."""
-
-
-class RankLostError(FlyteRecoverableException):
+class RankLostError(_runtime.RankLostError, FlyteRecoverableException):
     """A Horovod rank was lost (killed, crashed, host or network gone, never met its peers): Flyte may retry.
 
-    Its timestamp is when the rank failed, so Flyte's "earliest error" strategy for distributed tasks (flyte RFC
-    5598) picks it over the echoes of other ranks."""
+    The runtime's ``RankLostError`` made a ``FlyteRecoverableException`` (the runtime raises it once this module is
+    imported: ``use_lost_error`` below). Its timestamp is when the rank failed, so Flyte's "earliest error" strategy
+    for distributed tasks (flyte RFC 5598) picks it over the echoes of other ranks."""
 
     def __init__(self, message: str, rank: Optional[int] = None, host: Optional[str] = None,
                  timestamp: Optional[float] = None):
-        super().__init__(message, timestamp=timestamp)
+        FlyteRecoverableException.__init__(self, message, timestamp=timestamp)
         self.rank, self.host = rank, host
 
     def __str__(self) -> str:  # FlyteException's str() wraps the message as "error=..."; keep it readable
         return self.args[0]
 
 
-class InterruptedByUser(RuntimeError):
-    """The user interrupted the run (Ctrl-C): no rank failed, and whether to run it again is the user's call."""
-
-    def __init__(self, what: str):
-        super().__init__(f"interrupted by the user (Ctrl-C): {what}")
+_runtime.use_lost_error(RankLostError)
 
 
 class LauncherStopped(FlyteRecoverableException):

@@ -19,9 +19,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 import cloudpickle
 
 from .artifacts import say_where
-from .errors import InterruptedByUser
 from .executor import gloo
 from .executor.classify import DIED, mpirun_failed_rank
+from .executor.errors import InterruptedByUser
 from .executor.failures import RankFailures
 from .executor.flyte_context import FlyteRankContext
 from .executor.job_secret import with_job_secret

@@ -21,6 +21,7 @@ from typing import List, Optional
 import fsspec
 
 from .classify import ECHO, RECOVERABLE, STALLED, TOLD_BY_RANK_0, exception_kind, headline
+from .errors import RankFailedError, RankLostError, StalledRanksError, lost_error
 
 _PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the plugin, not only executor/
 
@@ -116,13 +117,11 @@ class RankFailures:
 
     def error(self, launcher_error: BaseException) -> Exception:
         """One error for the task: the first cause, with its rank, host and text, and who failed after it."""
-        from ..errors import RankFailedError, RankLostError, StalledRanksError
-
         failures = self.failures()
         if not failures and isinstance(launcher_error, (RankFailedError, RankLostError)):
             return launcher_error
         if not failures:
-            return RankLostError(f"Horovod job failed before any rank reported an error: {launcher_error}")
+            return lost_error()(f"Horovod job failed before any rank reported an error: {launcher_error}")
         first, others = failures[0], failures[1:]
         after = ""
         if others:
@@ -130,7 +129,7 @@ class RankFailures:
             after = f"; {'rank' if len(others) == 1 else 'ranks'} {ranks} failed after it, as a consequence"
         if first.kind == ECHO:
             after += "; no rank reported a cause of its own: a rank may have been killed or its host lost"
-        error = StalledRanksError if first.kind == STALLED else RankLostError if first.kind in RECOVERABLE \
+        error = StalledRanksError if first.kind == STALLED else lost_error() if first.kind in RECOVERABLE \
             else RankFailedError
         if first.kind in TOLD_BY_RANK_0:  # its text names the tensors and ranks: the first line
             return error(f"{first.text.rstrip()}{after}", rank=first.rank, host=first.host, timestamp=first.time)

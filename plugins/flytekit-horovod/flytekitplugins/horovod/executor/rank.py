@@ -108,8 +108,12 @@ def import_path(fn: Callable) -> str:
         for _ in range(depth):
             path = os.path.dirname(path)
         roots.append(path)
+    # A site-packages folder (this venv's, or a base venv's that a .pth file names) is left to the rank's own site
+    # set-up, which is this interpreter's: put first on PYTHONPATH, a base venv's copy of a package would shadow this
+    # venv's editable install of it (a rank of a git worktree's venv ran the main checkout's plugin)
     system = (sys.prefix, sys.base_prefix)
-    roots += [p for p in sys.path if p and os.path.isdir(p) and not p.startswith(system)]
+    roots += [p for p in sys.path if p and os.path.isdir(p) and not p.startswith(system)
+              and os.path.basename(os.path.normpath(p)) not in ("site-packages", "dist-packages")]
     roots += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join(dict.fromkeys(roots))
 

@@ -1,0 +1,175 @@
+"""The MPI route on Flyte 2: ``MPIJob`` (the v1 plugin's config, fields and names) and the task class that runs it.
+
+A local run (``flyte run --local``, ``flyte.init(); flyte.run(...)``) starts ``worker.replicas * slots`` real Horovod
+ranks on this host through the runtime's local launcher, the one the v1 plugin's local runs use (Gloo, or ``mpirun``
+with ``Horovod(controller="mpi")``), and returns rank 0's result; a rank's failure is the runtime's named error.
+Nothing here imports flytekit.
+"""
+
+import asyncio
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Literal, Optional
+
+from flyte import Resources
+from flyte._context import internal_ctx
+from flyte._task import P, R
+from flyte.extend import AsyncFunctionTaskTemplate, TaskPluginRegistry
+from flyte.models import SerializationContext
+
+from flytekitplugins.horovod.executor.rank_start import launched_rank
+from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigError, whole_number
+from flytekitplugins.horovod.local_launcher import run_local
+
+RestartPolicy = Literal["always", "failure", "never"]  # kfmpi's RestartPolicy members, lower-cased
+_RESTART = {"always": "RESTART_POLICY_ALWAYS", "failure": "RESTART_POLICY_ON_FAILURE", "never": "RESTART_POLICY_NEVER"}
+
+
+@dataclass
+class RunPolicy:
+    """kfmpi's ``RunPolicy``: what the MPI operator does with the job's pods (unused by local runs)."""
+
+    clean_pod_policy: Optional[Literal["none", "running", "all"]] = None
+    ttl_seconds_after_finished: Optional[int] = None
+    active_deadline_seconds: Optional[int] = None
+    backoff_limit: Optional[int] = None
+
+
+@dataclass
+class Worker:
+    """kfmpi's ``Worker``: the worker pods; ``replicas`` of them, each running ``MPIJob.slots`` ranks."""
+
+    command: Optional[List[str]] = None
+    image: Optional[str] = None
+    requests: Optional[Resources] = None
+    limits: Optional[Resources] = None
+    replicas: Optional[int] = None
+    restart_policy: Optional[RestartPolicy] = None
+
+
+@dataclass
+class Launcher:
+    """kfmpi's ``Launcher``: the pod that runs ``mpirun`` or ``horovodrun`` (``replicas`` defaults to 1)."""
+
+    command: Optional[List[str]] = None
+    image: Optional[str] = None
+    requests: Optional[Resources] = None
+    limits: Optional[Resources] = None
+    replicas: Optional[int] = None
+    restart_policy: Optional[RestartPolicy] = None
+
+
+@dataclass
+class MPIJob:
+    """``flytekitplugins.horovod.MPIJob`` for a ``flyte.TaskEnvironment``: kfmpi's ``launcher``, ``worker``,
+    ``run_policy`` and ``slots``, plus the ``horovod`` settings (the runtime's own ``Horovod``).
+
+    Ranks: ``worker.replicas * slots``. Checked when made: ``HorovodConfigError`` for a count that is not a whole
+    number >= 1 or settings that are not a ``Horovod``."""
+
+    launcher: Launcher = field(default_factory=Launcher)
+    worker: Worker = field(default_factory=Worker)
+    run_policy: Optional[RunPolicy] = None
+    slots: int = 1
+    horovod: Horovod = field(default_factory=Horovod)
+
+    def __post_init__(self):
+        if self.launcher.replicas is None:
+            self.launcher.replicas = 1
+        if not isinstance(self.horovod, Horovod):
+            raise HorovodConfigError(f"{type(self).__name__}.horovod must be a Horovod(...) settings object, got "
+                                     f"{type(self.horovod).__name__}")
+        for name, value in {"worker.replicas": self.worker.replicas, "launcher.replicas": self.launcher.replicas,
+                            "slots": self.slots}.items():
+            if value is not None and not whole_number(value, at_least=1):
+                raise HorovodConfigError(f"{name}={value!r}: must be a whole number, at least 1")
+
+    @property
+    def num_ranks(self) -> int:
+        """``worker.replicas * slots``, as in the v1 plugin."""
+        if self.worker.replicas is None:
+            raise HorovodConfigError("MPIJob needs worker=Worker(replicas=N): the number of worker pods")
+        return self.worker.replicas * self.slots
+
+
+def in_a_rank(func: Callable) -> Callable:
+    """``func`` as a rank calls it: a coroutine function run to its end in the rank's own event loop. The wrapper
+    keeps ``__wrapped__``, so ``Horovod(framework="auto")`` still reads the framework from the body's code."""
+    if not inspect.iscoroutinefunction(func):
+        return func
+
+    @functools.wraps(func)
+    def run(**kwargs: Any) -> Any:
+        return asyncio.run(func(**kwargs))
+
+    return run
+
+
+def as_kwargs(func: Callable, args: tuple, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """The call's arguments all by name (the ranks get keyword arguments only)."""
+    if not args:
+        return dict(kwargs)
+    return dict(inspect.signature(func).bind(*args, **kwargs).arguments)
+
+
+@dataclass(kw_only=True)
+class HorovodMPITask(AsyncFunctionTaskTemplate):
+    """A Flyte 2 task whose environment's ``plugin_config`` is an ``MPIJob``: the body is the per-rank function, the
+    output rank 0's return value."""
+
+    task_type: str = "mpi"
+    task_type_version: int = 1
+    plugin_config: MPIJob
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.plugin_config.num_ranks  # refuse a config with no worker count when the task is declared
+
+    async def execute(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        tctx = internal_ctx().data.task_context
+        if launched_rank() is not None:  # already one rank of a launched world: run the body here, once
+            return await super().execute(*args, **kwargs)
+        if tctx is not None and tctx.mode != "local":
+            raise NotImplementedError("flyteplugins.horovod runs MPIJob tasks locally only, so far: the cluster "
+                                      "route (the launcher's command inside an MPIJob) is not built yet")
+        config = self.plugin_config
+        from flyte._utils.asyncify import run_sync_in_thread
+
+        results = await run_sync_in_thread(run_local, in_a_rank(self.func), as_kwargs(self.func, args, kwargs),
+                                           num_proc=config.num_ranks, settings=config.horovod, says_where=True)
+        return results[0].value
+
+    def custom_config(self, sctx: SerializationContext) -> Optional[Dict[str, Any]]:
+        """The template's ``custom``: flyteidl2's kubeflow ``DistributedMPITrainingTask`` as JSON (task type ``mpi``,
+        version 1), the fields flyteorg/flyte's ``kfoperators/mpi/mpi.go`` reads for version 1 (tests/flyte2)."""
+        from flyteidl2.plugins.kubeflow import common_pb2, mpi_pb2
+        from google.protobuf.json_format import MessageToDict
+
+        config = self.plugin_config
+        policy = None
+        if config.run_policy is not None:
+            run = config.run_policy
+            policy = common_pb2.RunPolicy(
+                clean_pod_policy=f"CLEANPOD_POLICY_{run.clean_pod_policy.upper()}" if run.clean_pod_policy else None,
+                ttl_seconds_after_finished=run.ttl_seconds_after_finished,
+                active_deadline_seconds=run.active_deadline_seconds, backoff_limit=run.backoff_limit)
+        job = mpi_pb2.DistributedMPITrainingTask(worker_replicas=_replica_spec(config.worker),
+                                                 launcher_replicas=_replica_spec(config.launcher),
+                                                 run_policy=policy, slots=config.slots)
+        return MessageToDict(job)
+
+
+def _replica_spec(replicas: Any) -> Any:
+    """flyteidl2's ``DistributedMPITrainingReplicaSpec`` of a ``Worker`` or ``Launcher``."""
+    from flyteidl2.plugins.kubeflow import mpi_pb2
+
+    if replicas.requests is not None or replicas.limits is not None:
+        raise NotImplementedError(f"{type(replicas).__name__}(requests=..., limits=...) is not serialized yet: set "
+                                  f"the TaskEnvironment's resources")
+    return mpi_pb2.DistributedMPITrainingReplicaSpec(
+        replicas=replicas.replicas, image=replicas.image, command=replicas.command or [],
+        restart_policy=_RESTART[replicas.restart_policy] if replicas.restart_policy else None)
+
+
+TaskPluginRegistry.register(config_type=MPIJob, plugin=HorovodMPITask)

@@ -1,0 +1,50 @@
+"""Flyte 2 tasks for tests/flyte2: a two-rank allreduce (Gloo and mpirun) and a rank that raises."""
+
+import flyte
+
+from flyteplugins.horovod import Horovod, MPIJob, Worker
+
+gloo = flyte.TaskEnvironment(name="hvd_gloo", plugin_config=MPIJob(worker=Worker(replicas=2)))
+mpi = flyte.TaskEnvironment(name="hvd_mpi",
+                            plugin_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
+
+
+def _allreduce(x: float) -> str:
+    import horovod.torch as hvd
+    import torch
+
+    total = hvd.allreduce(torch.tensor([x * (hvd.rank() + 1)]), op=hvd.Sum).item()
+    return f"rank {hvd.rank()} of {hvd.size()}: {total}"
+
+
+@gloo.task
+def allreduce(x: float) -> str:
+    return _allreduce(x)
+
+
+@mpi.task
+def allreduce_mpi(x: float) -> str:
+    return _allreduce(x)
+
+
+@gloo.task
+async def allreduce_async(x: float) -> str:
+    return _allreduce(x)
+
+
+@gloo.task
+def rank_1_raises(x: float) -> str:
+    import horovod.torch as hvd
+
+    if hvd.rank() == 1:
+        raise ValueError(f"rank 1 refuses {x}")
+    return "rank 0 never gets here alone"
+
+
+@gloo.task
+def flytekit_loaded(x: float) -> str:
+    """The allreduce, and whether this rank (rank 0) has any flytekit module loaded."""
+    import sys
+
+    loaded = sorted(name for name in sys.modules if name.split(".")[0] == "flytekit")
+    return f"{_allreduce(x)}; flytekit in the rank: {' '.join(loaded) or 'none'}"

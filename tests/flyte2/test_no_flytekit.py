@@ -1,0 +1,52 @@
+"""The Flyte 2 plugin imports and runs its ranks where flytekit cannot be imported: a ``sitecustomize`` on
+PYTHONPATH puts a meta-path finder that refuses ``flytekit`` first, in the ``flyte.run`` process and (PYTHONPATH goes
+to them) in every rank."""
+
+import sys
+
+import pytest
+
+from tests.support import ROOT, leftovers, run_command
+
+pytestmark = pytest.mark.needs_framework("pytorch")
+pytest.importorskip("flyteplugins.horovod", reason="flyteplugins-horovod (and the flyte SDK) is not installed here")
+
+NO_FLYTEKIT = """
+import importlib.abc, sys
+
+class NoFlytekit(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "flytekit":
+            raise ImportError(f"{name}: flytekit is not installed here")
+        return None
+
+sys.meta_path.insert(0, NoFlytekit())
+"""
+
+RUN = """
+import sys
+
+import flyte
+
+try:
+    import flytekit
+except ImportError as exc:
+    print("blocked:", exc)
+
+from tests.flyte2.flows import allreduce as flows
+
+flyte.init()
+print("result:", flyte.run(flows.flytekit_loaded, x=1.0).outputs()[0])
+print("flytekit here:", " ".join(n for n in sys.modules if n.split(".")[0] == "flytekit") or "none")
+"""
+
+
+def test_the_plugin_runs_two_ranks_with_flytekit_unimportable(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(NO_FLYTEKIT)
+    ran = run_command([sys.executable, "-c", RUN], cwd=ROOT, timeout=300,
+                      env={"PYTHONPATH": f"{tmp_path}:{ROOT}"})
+    assert ran.returncode == 0, ran.output[-3000:]
+    assert "blocked: flytekit: flytekit is not installed here" in ran.output
+    assert "result: rank 0 of 2: 3.0; flytekit in the rank: none" in ran.output, ran.output[-3000:]
+    assert "flytekit here: none" in ran.output
+    assert leftovers(ran.marker) == []

@@ -1,0 +1,43 @@
+"""What the Flyte 2 backend reads from a Horovod task's template, transcribed from flyteorg/flyte's
+flyteplugins/go/tasks/plugins/k8s/kfoperators/mpi/mpi.go at commit 51aa3848e0d7e525c1631ad792402e5da78452a5
+(``BuildResource``): task type ``mpi``; for ``TaskTypeVersion == 1`` the custom unmarshals into kubeflow's
+``DistributedMPITrainingTask`` and it reads ``launcherReplicas`` (image, resources, command, restartPolicy),
+``workerReplicas`` (the same, and ``replicas``: "number of worker should be more then 0" otherwise) and ``runPolicy``;
+``slots`` is read only for version 0 (SlotsPerWorker stays 1), so it is serialized but the launcher must restore it.
+"""
+
+import pytest
+
+pytest.importorskip("flyteplugins.horovod", reason="flyteplugins-horovod (and the flyte SDK) is not installed here")
+
+from flyteplugins.horovod import MPIJob, RunPolicy, Worker  # noqa: E402
+from flyteplugins.horovod.task import HorovodMPITask, Launcher  # noqa: E402
+
+
+def _task(config: MPIJob) -> HorovodMPITask:
+    def body(x: float) -> float:
+        return x
+
+    import flyte
+
+    env = flyte.TaskEnvironment(name="hvd_serialization", plugin_config=config)
+    return env.task(body)
+
+
+def test_task_type_and_version_are_the_ones_mpi_go_handles():
+    task = _task(MPIJob(worker=Worker(replicas=2)))
+    assert (task.task_type, task.task_type_version) == ("mpi", 1)
+
+
+def test_custom_has_the_fields_mpi_go_reads_for_version_1():
+    task = _task(MPIJob(worker=Worker(replicas=3, image="hvd:1", command=["sh"], restart_policy="failure"),
+                        launcher=Launcher(image="launcher:1"), slots=2,
+                        run_policy=RunPolicy(clean_pod_policy="all", backoff_limit=4)))
+    custom = task.custom_config(None)
+    assert custom == {
+        "workerReplicas": {"replicas": 3, "image": "hvd:1", "command": ["sh"],
+                           "restartPolicy": "RESTART_POLICY_ON_FAILURE"},
+        "launcherReplicas": {"replicas": 1, "image": "launcher:1"},  # launcher.replicas defaults to 1, as in v1
+        "runPolicy": {"cleanPodPolicy": "CLEANPOD_POLICY_ALL", "backoffLimit": 4},
+        "slots": 2,
+    }
