@@ -56,6 +56,7 @@ ENV VENV=/opt/venv \
 # package folders to exist; the real code is copied over them below.
 COPY pyproject.toml constraints.txt README.md /root/
 COPY plugins/flytekit-horovod/pyproject.toml plugins/flytekit-horovod/README.md /root/plugins/flytekit-horovod/
+COPY plugins/flyte-horovod/pyproject.toml plugins/flyte-horovod/README.md /root/plugins/flyte-horovod/
 COPY scripts/setup.sh /root/scripts/setup.sh
 # setup.sh builds Horovod with the plugin's build command (python -m flytekitplugins.horovod.build, the one
 # horovod_image_spec runs too) and its patch series; the command imports no other module of the plugin.
@@ -65,9 +66,11 @@ COPY plugins/flytekit-horovod/flytekitplugins/horovod/build.py \
 COPY plugins/flytekit-horovod/flytekitplugins/horovod/patches /root/plugins/flytekit-horovod/flytekitplugins/horovod/patches
 COPY plugins/flytekit-horovod/flytekitplugins/horovod/executor/frameworks.py \
      /root/plugins/flytekit-horovod/flytekitplugins/horovod/executor/
-RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod/executor rossmann \
+RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod/executor plugins/flyte-horovod/src/flyteplugins/horovod \
+             rossmann \
     && touch plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py \
-             plugins/flytekit-horovod/flytekitplugins/horovod/executor/__init__.py rossmann/__init__.py
+             plugins/flytekit-horovod/flytekitplugins/horovod/executor/__init__.py \
+             plugins/flyte-horovod/src/flyteplugins/horovod/__init__.py rossmann/__init__.py
 # The Horovod wheel the build command makes is kept in a BuildKit cache (.cache/horovod), so a rebuild does not
 # recompile it.
 RUN --mount=type=cache,target=/root/.cache \
@@ -76,7 +79,7 @@ RUN --mount=type=cache,target=/root/.cache \
 
 COPY . /root
 COPY docker/entrypoint.sh /opt/entrypoint.sh
-RUN chmod 0755 /opt/entrypoint.sh && python -c "import flytekitplugins.horovod, rossmann"
+RUN chmod 0755 /opt/entrypoint.sh && python -c "import flytekitplugins.horovod, flyteplugins.horovod, rossmann"
 
 # driver | executor (Spark operator) | any other command, run as given (pyflyte-execute, mpirun, horovodrun, ...).
 ENTRYPOINT ["/opt/entrypoint.sh"]

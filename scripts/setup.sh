@@ -97,7 +97,7 @@ fi
 
 # --- 2. is the environment already current? ---------------------------------------------------
 # The build command and its patch series are part of the key: a changed patch rebuilds (its wheel cache is keyed too).
-key=$(cat "$ROOT/pyproject.toml" "$PLUGIN/pyproject.toml" "$CONSTRAINTS" "$ROOT/scripts/setup.sh" "$PLUGIN_PKG/build.py" \
+key=$(cat "$ROOT/pyproject.toml" "$PLUGIN/pyproject.toml" "$ROOT/plugins/flyte-horovod/pyproject.toml" "$CONSTRAINTS" "$ROOT/scripts/setup.sh" "$PLUGIN_PKG/build.py" \
     "$PLUGIN_PKG"/patches/* | sha256sum | cut -c1-16)
 key="$key-$TF_PACKAGE-gpu$GPU-mpi$WITH_MPI-$EXTRAS"
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.setup-key" 2>/dev/null)" = "$key" ]; then
@@ -125,6 +125,11 @@ say "installing $TF_PACKAGE==$tf_version${tf_keras:+ with tf-keras==$tf_keras} a
 
 say "installing the plugin (plugins/flytekit-horovod), the Rossmann project and their pinned dependencies"
 "${PIP[@]}" install -c "$CONSTRAINTS" -e "$PLUGIN" -e "$ROOT[$EXTRAS]"
+# the Flyte 2 plugin where the stack has the flyte SDK (it needs protobuf >= 6.30: not beside TensorFlow 2.15)
+if [ -n "$(pinned flyte)" ]; then
+    say "installing the Flyte 2 plugin (plugins/flyte-horovod) and flyte==$(pinned flyte)"
+    "${PIP[@]}" install -c "$CONSTRAINTS" -e "$ROOT/plugins/flyte-horovod"
+fi
 
 # Horovod through the plugin's own build command, the one a user runs (and the Dockerfile, and horovod_image_spec):
 # the patched sdist built against both frameworks, every choice explicit, the wheel cached in .cache/horovod by what

@@ -178,7 +178,7 @@ def test_this_environment_is_exactly_the_pins_so_the_image_gets_the_same():
     # the pinned setuptools, not from pip
     installed = {_norm(d.metadata["Name"]): d.version for d in metadata.distributions()
                  if Path(str(d.locate_file(""))).parts[-2:] != ("setuptools", "_vendor")}
-    for own in ("flytekitplugins-horovod", "rossmann-horovod-flyte"):  # the plugin and this project, editable
+    for own in ("flytekitplugins-horovod", "flyteplugins-horovod", "rossmann-horovod-flyte"):  # ours, editable
         installed.pop(own)
     unpinned = sorted(set(installed) - set(pinned))
     assert unpinned == [], f"installed but not pinned in constraints.txt (run scripts/freeze.sh): {unpinned}"
