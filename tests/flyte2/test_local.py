@@ -5,6 +5,7 @@ No mocks: the tasks in flows/allreduce.py allreduce ``x * (rank + 1)`` over 2 ra
 "rank 0 of 2: 3.0" for x=1 only where both ranks took part."""
 
 import re
+import time
 
 import pytest
 
@@ -45,6 +46,21 @@ def test_a_rank_that_raises_is_named_with_its_traceback(local):
     message = str(raised.value)
     assert message.startswith("Horovod rank 1 failed on host "), message
     assert "Traceback (most recent call last)" in message and "ValueError: rank 1 refuses 1.0" in message
+
+
+@pytest.mark.serial  # a bound on how fast the stall is named
+def test_ranks_out_of_step_fail_within_stall_timeout_naming_the_tensor_and_the_missing_rank(local):
+    """Horovod(stall_timeout=8): rank 0 waits in ``epoch_loss``, rank 1 in its extra ``step_2``."""
+    started = time.monotonic()
+    with pytest.raises(flyte.errors.RuntimeUserError) as raised:
+        flyte.run(flows.rank_1_one_step_more, x=1.0)
+    seconds = time.monotonic() - started
+    assert raised.value.code == "StalledRanksError", raised.value
+    first = str(raised.value).splitlines()[0]
+    assert first.startswith("Horovod ranks out of step for more than 8 s (stall_timeout)"), first
+    assert "rank 1 never submitted allreduce.epoch_loss" in first, first
+    assert "rank 0 never submitted allreduce.step_2" in first, first
+    assert seconds < 8 + 15 + 20, seconds  # the setting + 15 s, + starting Python, torch and two ranks (as v1's)
 
 
 @pytest.mark.parametrize("task", ["allreduce", "allreduce_mpi"])

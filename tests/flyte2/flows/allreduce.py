@@ -1,10 +1,13 @@
-"""Flyte 2 tasks for tests/flyte2: a two-rank allreduce (Gloo and mpirun) and a rank that raises."""
+"""Flyte 2 tasks for tests/flyte2: a two-rank allreduce (Gloo and mpirun), a rank that raises, and ranks out of step."""
 
 import flyte
 
 from flyteplugins.horovod import Horovod, MPIJob, Worker
 
 gloo = flyte.TaskEnvironment(name="hvd_gloo", plugin_config=MPIJob(worker=Worker(replicas=2)))
+# ranks out of step fail after 8 s (Horovod's stall check warns after 2 s, a quarter of it)
+stalls = flyte.TaskEnvironment(name="hvd_stall",
+                               plugin_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(stall_timeout=8)))
 mpi = flyte.TaskEnvironment(name="hvd_mpi",
                             plugin_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
 
@@ -39,6 +42,17 @@ def rank_1_raises(x: float) -> str:
     if hvd.rank() == 1:
         raise ValueError(f"rank 1 refuses {x}")
     return "rank 0 never gets here alone"
+
+
+@stalls.task
+def rank_1_one_step_more(x: float) -> str:
+    """Rank 1 allreduces one step more than rank 0, which moves on to its ``epoch_loss``: each waits for the other."""
+    import horovod.torch as hvd
+    import torch
+
+    for step in range(2 + hvd.rank()):
+        hvd.allreduce(torch.tensor([x]), name=f"step_{step}")
+    return f"epoch_loss {hvd.allreduce(torch.tensor([x]), name='epoch_loss').item()}"
 
 
 @gloo.task
