@@ -135,6 +135,12 @@ def _spark_rank(rank: int, since: float) -> psutil.Process:
     return found[0]
 
 
+def _alive(proc: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    return False
+
+
 def _is_python(proc: psutil.Process) -> bool:
     with contextlib.suppress(psutil.Error):
         return "python" in os.path.basename(proc.exe())
@@ -169,11 +175,13 @@ def test_a_spark_route_retry_after_a_lost_rank_resumes_from_the_previous_attempt
         while _epochs_saved(first) < 2:
             assert not job.done(), f"attempt 1 ended before its epoch-2 checkpoint:\n{job.result().output[-3000:]}"
             assert time.monotonic() < deadline, "no epoch-2 checkpoint in the task's checkpoint prefix"
-            if rank_1 is None:  # found early: looking through every process takes a while
+            if rank_1 is None or not _alive(rank_1):  # found early: looking through every process takes a while
                 with contextlib.suppress(AssertionError):
                     rank_1 = _spark_rank(1, since)
             time.sleep(0.05)
-        (rank_1 or _spark_rank(1, since)).send_signal(signal.SIGKILL)
+        if rank_1 is None or not _alive(rank_1):  # ranks of an earlier, shorter Horovod job of the task had ended
+            rank_1 = _spark_rank(1, since)
+        rank_1.send_signal(signal.SIGKILL)
         ran = job.result()
     saved, error = _lost_attempt(first, ran)
     assert "RankLostError" in error.message and re.search(r"Horovod rank 1 died on host \S+", error.message), \
