@@ -9,8 +9,9 @@ No flytekit import: rank processes started by Spark tasks import ``rank``, which
 """
 
 import logging
+import os
 import time
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import fsspec
 
@@ -37,13 +38,45 @@ def mark_returned(folder: str, rank: int, code: int, size: int) -> None:
         logger.warning("rank %d: could not record that it returned in %s: %s", rank, folder, exc)
 
 
+def mark_this_rank_returned(folder: str, settings: Any, code: int) -> None:
+    """``mark_returned`` for this rank process, ``settings`` its ``Horovod`` settings (or None). An elastic rank only
+    when it succeeded, with its rank and size at the end: a worker that failed is replaced, only the final world's ends
+    count."""
+    from .rank_start import launched_rank, launched_size
+
+    rank, size = launched_rank() or 0, launched_size() or 1
+    if os.environ.get("HOROVOD_ELASTIC") == "1":
+        try:
+            hvd = settings.module() if settings is not None and code == 0 else None
+            if hvd is None or not hvd.is_initialized():
+                return
+            rank, size = hvd.rank(), hvd.size()
+        except Exception:  # no world to speak of: the launcher waits for its launcher as before
+            return
+    mark_returned(folder, rank, code, size)
+
+
+def remove_marks(folder: str) -> None:
+    """Remove the markers under ``folder``, and ``folder`` where nothing else is in it."""
+    fs, _, (root,) = fsspec.get_fs_token_paths(folder.rstrip("/"))
+    try:
+        if fs.exists(f"{root}/{RETURNED}"):
+            fs.rm(f"{root}/{RETURNED}", recursive=True)
+        if fs.exists(root) and not fs.ls(root):
+            fs.rmdir(root)
+    except Exception as exc:
+        logger.warning("could not remove the ranks' markers in %s: %s", folder, exc)
+
+
 class LauncherExitWatch:
     """Whether every rank of the job whose markers are under ``folder`` has returned and ``name`` (the launcher) has
     not exited ``grace`` s after that. A callable for ``Processes.wait(give_up=...)``; ``size`` None reads the world's
-    size from rank 0's marker (an elastic job, whose size is known only at its end)."""
+    size from rank 0's marker (an elastic job, whose size is known only at its end). ``also`` must hold too (a
+    cluster rank 0's pyflyte-execute wrote its outputs or error after its marker)."""
 
-    def __init__(self, folder: str, name: str, size: Optional[int] = None, grace: float = LAUNCHER_EXIT_GRACE_S):
-        self.folder, self.name, self.size, self.grace = folder.rstrip("/"), name, size, grace
+    def __init__(self, folder: str, name: str, size: Optional[int] = None, grace: float = LAUNCHER_EXIT_GRACE_S,
+                 also: Callable[[], bool] = lambda: True):
+        self.folder, self.name, self.size, self.grace, self.also = folder.rstrip("/"), name, size, grace, also
         self.fs, _, (self.root,) = fsspec.get_fs_token_paths(self.folder)
         self.returned_at: Optional[float] = None
         self.gave_up = False  # True once the launcher was given up on: the caller stopped it
@@ -66,7 +99,7 @@ class LauncherExitWatch:
 
     def __call__(self) -> bool:
         if self.returned_at is None:
-            if not self.all_returned():
+            if not (self.all_returned() and self.also()):
                 return False
             self.returned_at = time.monotonic()
         if time.monotonic() - self.returned_at < self.grace:

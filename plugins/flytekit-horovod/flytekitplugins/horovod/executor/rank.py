@@ -15,10 +15,10 @@ import cloudpickle
 
 from .failures import RankFailures
 from .flyte_context import FlyteRankContext
-from .launcher_exit import mark_returned
+from .launcher_exit import mark_this_rank_returned
 from .processes import die_with_launcher
 from .rank_exit import exit_now
-from .rank_start import current_rank, launched_rank, launched_size
+from .rank_start import current_rank, launched_rank
 from .rank_watches import RankWatches
 from .settings import Horovod, HorovodConfigError
 
@@ -153,20 +153,8 @@ def rank_main(argv: Optional[Sequence[str]] = None) -> None:
         traceback.print_exc()
         code = 1
     if not result_arg.startswith(RESULT_FD):
-        _mark_returned(result_arg, job, code)
+        mark_this_rank_returned(result_arg, job.settings if job is not None else None, code)
     exit_now(code)
-
-
-def _mark_returned(result_dir: str, job: Optional[RankJob], code: int) -> None:
-    """Tell the launch's side that this rank returned (see ``launcher_exit``). An elastic rank only when it succeeded,
-    with its rank and size at the end: a worker that failed is replaced, only the final world's ends count."""
-    rank, size = launched_rank() or 0, launched_size() or 1
-    if os.environ.get("HOROVOD_ELASTIC") == "1":
-        hvd = job.settings.module() if job is not None and code == 0 else None
-        if hvd is None or not hvd.is_initialized():
-            return
-        rank, size = hvd.rank(), hvd.size()
-    mark_returned(result_dir, rank, code, size)
 
 
 def write_file(path: str, data: bytes) -> None:
