@@ -83,7 +83,9 @@ def test_launcher_command_runs_two_ranks_and_only_rank_0_writes_outputs(
         assert kept == [os.path.basename(model)]
     with open(os.path.join(model, "weights.txt")) as f:
         assert f.read() == "total=6.0 rank=0\n"
-    assert {w["pid"] for w in writes(log, attempt.raw_output_prefix)} == {seen[0]["pid"]}
+    # (every rank marks in the failure folder that it returned; the launcher removes those marks)
+    rank_files = [w for w in writes(log, attempt.raw_output_prefix) if "/horovod-failures/" not in w["path"]]
+    assert {w["pid"] for w in rank_files} == {seen[0]["pid"]}
 
     time.sleep(0.5)
     assert _leftovers(ran.marker) == [], "launcher left processes running"
@@ -208,5 +210,28 @@ def test_ranks_out_of_step_are_the_named_user_error_the_launcher_writes(flows_re
     assert "StalledRanksError" in error.message and "rank 1 never submitted allreduce.epoch_metric" in error.message, \
         error.message
     assert seconds < 8 + 15 + 30, (seconds, first)  # the setting + 15 s, + starting TensorFlow in two ranks
+    time.sleep(0.5)
+    assert _leftovers(ran.marker) == []
+
+
+@pytest.mark.serial  # asserts how fast: alone, not beside other tests (make test)
+@pytest.mark.slow
+def test_a_wedged_mpirun_after_every_rank_returned_ends_the_launcher_with_the_outputs(flows_registration, tmp_path):
+    """Issue 38, item 2: rank 0 SIGSTOPs mpirun after the allreduce; both ranks return and pyflyte-execute writes the
+    outputs. The launcher stops mpirun 15 s later, says so once and exits 0: the task's outputs stand."""
+    template = flows_registration.task(f"{FLOWS}.wedges_mpirun")
+    attempt, stamp = Attempt(tmp_path / "attempt"), tmp_path / "returned"
+    attempt.write_inputs(template, {})
+    ran = mpi_launcher(template, attempt, tmp_path, extra_env={"WEDGE_STAMP": str(stamp)})
+    ended = time.time()
+    assert ran.returncode == 0, ran.output[-4000:]
+    assert {k: value(v) for k, v in attempt.outputs().items()} == {"o0": 3.0}
+    assert attempt.error_files() == []
+    warnings = [line for line in ran.output.splitlines() if "mpirun did not exit within 15 s after every rank" in line]
+    assert len(warnings) == 1, ran.output[-4000:]
+    after = ended - float(stamp.read_text())
+    print(f"the launcher ended {after:.1f} s after its ranks returned ({ran.seconds:.1f} s in all)")
+    assert after < 60, f"the launcher ended {after:.0f} s after its ranks returned"
+    assert not (attempt.raw_output_prefix / "horovod-failures").exists()  # the marks removed
     time.sleep(0.5)
     assert _leftovers(ran.marker) == []

@@ -26,6 +26,7 @@ FLOWS_DESIGN = {
     "waits_to_be_stopped": c.MpiRoute(workers=1, slots=2, launcher="horovodrun"),
     "spark_rank_fails": c.SparkRoute(spark_conf={"spark.sql.shuffle.partitions": "4"}, ranks=2),
     "elastic_allreduce": c.ElasticRoute(workers=2, min_workers=1, max_workers=2),
+    "wedges_mpirun": c.MpiRoute(workers=2, slots=1, launcher="mpirun"),
 }
 
 

@@ -3,6 +3,7 @@
 import html
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,20 @@ def test_zero_fusion_threshold_and_cache_capacity_reach_every_rank(pyflyte_run):
     assert ran.returncode == 0, ran.output[-3000:]
     assert re.findall(r"rank=(\d),(\w+),(\w+)", ran.output.strip().splitlines()[-1]) == [("0", "0", "0"),
                                                                                          ("1", "0", "0")]
+
+
+@pytest.mark.serial  # asserts how fast: alone, not beside other tests (make test)
+@pytest.mark.slow
+def test_a_wedged_mpirun_after_every_rank_returned_ends_the_task_with_rank_0_s_result(pyflyte_run, tmp_path):
+    # issue 38, item 2: rank 0 SIGSTOPs mpirun after the allreduce; both ranks return (and hang in MPI_Finalize)
+    stamp = tmp_path / "returned"
+    ran = pyflyte_run(FLOWS, "wedged_mpirun_wf", timeout=180, env={"TEST_WEDGE_STAMP": str(stamp)})
+    ended = time.time()
+    assert ran.returncode == 0, ran.output[-3000:]
+    warnings = [line for line in ran.output.splitlines() if "mpirun did not exit within 15 s after every rank" in line]
+    assert len(warnings) == 1, ran.output[-3000:]
+    assert re.search(r"^3\.0$", ran.output, re.MULTILINE), ran.output[-3000:]  # rank 0's result, the allreduce sum
+    after = ended - float(stamp.read_text())
+    print(f"the task ended {after:.1f} s after its ranks returned ({ran.seconds:.1f} s in all)")
+    assert after < 60, f"the task ended {after:.0f} s after its ranks returned"
+    # the pyflyte_run fixture then checks that no process of this run is left

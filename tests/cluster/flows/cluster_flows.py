@@ -210,3 +210,24 @@ def spark_rank_fails(how: str) -> float:
 def elastic_allreduce(scale: float, marker_dir: str) -> float:
     """Elastic MPI route: the launcher runs kfmpi's ``horovodrun ... --host-discovery-script ... pyflyte-execute``."""
     return _allreduce_and_mark(scale, marker_dir)[2]
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
+def wedges_mpirun() -> float:
+    """MPI route, controller mpi: after an allreduce rank 0 stops its launcher, mpirun (SIGSTOP), and both ranks
+    return: mpirun never exits (the ranks' MPI_Finalize waits for it). Rank 0 stamps when into ``WEDGE_STAMP``."""
+    import signal
+    import time
+
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    total = float(hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum).numpy())
+    if hvd.rank() == 0:
+        with open(f"/proc/{os.getppid()}/comm") as f:
+            parent = f.read().strip()
+        assert parent == "mpirun", f"rank 0's parent is {parent!r}, not mpirun"
+        with open(os.environ["WEDGE_STAMP"], "w") as f:
+            f.write(repr(time.time()))
+        os.kill(os.getppid(), signal.SIGSTOP)
+    return total

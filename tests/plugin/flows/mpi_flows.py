@@ -133,3 +133,30 @@ def sleeps_mpirun(seconds: int) -> int:
 @workflow
 def mpirun_sleeping_wf(seconds: int = 120) -> int:
     return sleeps_mpirun(seconds=seconds)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
+def wedges_mpirun() -> float:
+    """Ranks whose launcher is wedged for real: after an allreduce (both ranks past ``hvd.init()``), rank 0 stops its
+    parent, mpirun (SIGSTOP), and both ranks return. mpirun never exits, and the ranks' ``hvd.shutdown`` (MPI_Finalize
+    waits for mpirun) never ends."""
+    import signal
+    import time
+
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    total = float(hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum).numpy())
+    if hvd.rank() == 0:
+        with open(f"/proc/{os.getppid()}/comm") as f:
+            parent = f.read().strip()
+        assert parent == "mpirun", f"rank 0's parent is {parent!r}, not mpirun"
+        with open(os.environ["TEST_WEDGE_STAMP"], "w") as f:  # when the ranks returned, for the test
+            f.write(repr(time.time()))
+        os.kill(os.getppid(), signal.SIGSTOP)
+    return total
+
+
+@workflow
+def wedged_mpirun_wf() -> float:
+    return wedges_mpirun()

@@ -200,15 +200,54 @@ def run(command: Sequence[str], slots: int) -> int:
         command = with_slots(command, env, slots, workdir)
         processes.start(os.path.basename(command[0]), with_job_secret_passed(command, env), env, prefix=None,
                         die_with_parent=True)
-        failed = processes.wait(give_up=_stalled(command))
+        stalled, exited = _stalled(command), _exit_watch(command)
+        failed = processes.wait(give_up=lambda: stalled() or exited())
+        if exited.gave_up:  # the ranks' pyflyte-execute wrote the task's outputs or error already
+            logger.warning("%s", exited.message())
+            failed = None if _written(command, "outputs.pb") else failed
         if failed is None:
             return 0
+        if exited.gave_up:
+            return 1 if str2bool(os.getenv(FLYTE_FAIL_ON_ERROR)) else 0
         error = launcher_failure(command, env, processes.finished_output(0), failed[1])
         logger.error("the launcher failed; the task's error: %s", error)
         write_task_error(command, error)
         return 1 if str2bool(os.getenv(FLYTE_FAIL_ON_ERROR)) else 0
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        _remove_marks(command)
+
+
+def _exit_watch(command: Sequence[str]):
+    """The watch of a launcher that does not exit once every rank has returned (see ``executor.launcher_exit``): its
+    ranks mark it in the job's failure folder; rank 0's pyflyte-execute has also written the outputs or an error."""
+    from .executor.failures import job_failures
+    from .executor.launcher_exit import LauncherExitWatch
+
+    size = _option(command, "-np", command[0])
+    if raw_output_prefix(command) is None:
+        return LauncherExitWatch("/nonexistent-horovod-markers", os.path.basename(command[0]), also=lambda: False)
+    return LauncherExitWatch(job_failures(raw_output_prefix(command)).folder, os.path.basename(command[0]),
+                             None if size is None or "--host-discovery-script" in command else int(size),
+                             also=lambda: _written(command, "outputs.pb") or _written(command, "error.pb"))
+
+
+def _written(command: Sequence[str], name: str) -> bool:
+    """Whether a file ``name`` is under the task's output prefix (a map task's element writes below it)."""
+    import fsspec
+
+    fs, _, (root,) = fsspec.get_fs_token_paths(_option(command, "--output-prefix", entrypoint(command)).rstrip("/"))
+    fs.invalidate_cache()
+    return fs.exists(root) and any(path.rsplit("/", 1)[-1] == name for path in fs.find(root))
+
+
+def _remove_marks(command: Sequence[str]) -> None:
+    """The ranks' markers that they returned (and their folder, where nothing else is in it) removed."""
+    from .executor.failures import job_failures
+    from .executor.launcher_exit import remove_marks
+
+    if raw_output_prefix(command) is not None:
+        remove_marks(job_failures(raw_output_prefix(command)).folder)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

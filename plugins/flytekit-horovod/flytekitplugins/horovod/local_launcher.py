@@ -25,6 +25,7 @@ from .executor.errors import InterruptedByUser
 from .executor.failures import RankFailures
 from .executor.flyte_context import FlyteRankContext
 from .executor.job_secret import with_job_secret
+from .executor.launcher_exit import LauncherExitWatch
 from .executor.loopback import LOOPBACK, LOOPBACK_ENV
 from .executor.noise import quiet_env
 from .executor.processes import PARENT_PID_ENV, Processes
@@ -110,9 +111,12 @@ def run_local(
             args = mpirun_command(num_proc, sorted(extra), command)
             _verbose(settings, "running %s", " ".join(args))
             processes.start("mpirun", args, env, prefix=None, die_with_parent=True)
+            exited = LauncherExitWatch(job_dir, "mpirun", num_proc)
             # once mpirun failed, let it finish its closing message: it names the rank that failed first
-            failed = processes.wait(on_exit=lambda *_: record_mpirun_failure(processes.finished_output(0), failures))
+            failed = processes.wait(on_exit=lambda *_: record_mpirun_failure(processes.finished_output(0), failures),
+                                    give_up=exited)
         else:
+            exited = LauncherExitWatch(job_dir, "the rank processes", num_proc)
             plan = gloo.host_plan([LOOPBACK] * num_proc)[0]
             rendezvous, port = gloo.start_rendezvous(settings.verbose, plan, host=LOOPBACK)
             iface = gloo.loopback_interface()
@@ -121,7 +125,10 @@ def run_local(
                 _verbose(settings, "rank %d: %s", slot.rank, " ".join(command))
                 processes.start(f"rank {slot.rank}", command, rank_env, prefix=str(slot.rank))
             failed = processes.wait(on_exit=lambda index, code: failures.record(
-                index, DIED, processes.describe_exit(index, code), replace=False), settled=failures.has_cause)
+                index, DIED, processes.describe_exit(index, code), replace=False), settled=failures.has_cause,
+                give_up=exited)
+        if gave_up_on(exited, failures):  # every rank returned: its results are there
+            failed = None
         if failed is not None:
             raise RuntimeError(processes.describe_exit(*failed))
         results = read_results(job_dir, num_proc)
@@ -193,8 +200,11 @@ def run_local_elastic(
     processes = Processes(output)
     try:
         processes.start("horovodrun", args, env, prefix=None, die_with_parent=True)
+        exited = LauncherExitWatch(job_dir, "horovodrun")  # the world's size: rank 0's, at the end
         # Horovod's elastic loop takes the stall check's shutdown for a reset and runs the stalled step again
-        failed = processes.wait(give_up=failures.stalled)
+        failed = processes.wait(give_up=lambda: failures.stalled() or exited())
+        if gave_up_on(exited, failures):
+            return read_results(job_dir, 1)[0]
         if failed is not None:
             raise RuntimeError(processes.describe_exit(*failed))
         return read_results(job_dir, 1)[0]
@@ -223,6 +233,19 @@ def _job(fn: Callable, kwargs: Optional[Dict[str, Any]], settings: Horovod, flyt
     return job_dir, job_path, failures, with_job_secret({**settings.env(), **quiet_env(settings.verbose),
                                                          "PYTHONUNBUFFERED": "1", "PYTHONPATH": import_path(fn),
                                                          LOOPBACK_ENV: "1"})
+
+
+def gave_up_on(exited: LauncherExitWatch, failures: RankFailures) -> bool:
+    """Whether the launcher was stopped for not exiting after every rank returned (said in one warning line); the
+    failure of a rank that failed is then raised (``failures``'s, or one naming the launcher)."""
+    if not exited.gave_up:
+        return False
+    logger.warning("%s", exited.message())
+    failed = exited.failed_ranks()
+    if failed or failures.any():
+        ranks = ", ".join(map(str, failed)) or "none"
+        raise RuntimeError(f"{exited.message()}; ranks that exited non-zero: {ranks}")
+    return True
 
 
 def interrupted(processes: Processes) -> InterruptedByUser:

@@ -23,6 +23,7 @@ from .errors import LauncherStopped, RankLostError, StalledRanksError
 from .executor import _shims
 from .executor.failures import RankFailures, job_failures
 from .executor.flyte_context import FlyteRankContext
+from .executor.launcher_exit import mark_this_rank_returned
 from .executor.mpirun_keepalive import mpirun_notices_lost_host_within
 from .executor.noise import quiet_this_process
 from .executor.processes import pdeathsig_setter
@@ -174,6 +175,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
             time.sleep(mpirun_notices_lost_host_within(settings.lost_rank_timeout))
 
     watches = RankWatches(settings, failures, report_missing=report_missing_rank, report_lost=report_lost_rank)
+    code = 1  # this rank's exit, as its marker for the launcher says (see launcher_exit)
     try:
         rank, size = watches.start()
         result = task._task_function(**kwargs)
@@ -183,6 +185,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
             hvd.join()  # rank 0 must not report success while another rank is still failing
         if hvd is not None and any(getattr(settings, name) for name in ARTIFACTS):
             hvd.shutdown()  # every rank is done with Horovod: rank 0's timeline is complete on disk
+        code = 0
     except Exception as exc:
         watches.record_failure(rank, exc)
         if rank != 0:  # the same report as rank 0's (all ranks write one error.pb): never a bare echo
@@ -200,6 +203,7 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
         raise failures.error(exc) from None
     finally:
         watches.stop()
+        mark_this_rank_returned(failures.folder, settings, code)
         if in_main:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     if rank != 0:

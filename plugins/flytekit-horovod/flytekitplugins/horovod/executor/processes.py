@@ -164,6 +164,7 @@ class Processes:
             _signal_group(proc, signal.SIGKILL)  # also anything a finished process left behind
             if proc.poll() is None:
                 proc.wait()
+            _kill_session(proc.pid)  # and in groups of their own: mpirun puts each rank in one
         for thread in self._threads:
             thread.join(timeout=2)
 
@@ -196,3 +197,17 @@ def _forward(pipe, tee: _Tee, stream: Optional[str], prefix: Optional[str]) -> N
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process left in session ``sid`` (each process here starts one; a rank that mpirun put in a group
+    of its own is still in it, and outlives a mpirun that was killed, in a cluster rank without a death signal)."""
+    with contextlib.suppress(OSError):
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+                if int(fields[3]) == sid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except (OSError, ValueError, IndexError):
+                continue

@@ -15,6 +15,7 @@ import cloudpickle
 
 from .failures import RankFailures
 from .flyte_context import FlyteRankContext
+from .launcher_exit import mark_this_rank_returned
 from .processes import die_with_launcher
 from .rank_exit import exit_now
 from .rank_start import current_rank, launched_rank
@@ -132,7 +133,7 @@ def rank_main(argv: Optional[Sequence[str]] = None) -> None:
     """
     die_with_launcher()
     job_arg, result_arg = (argv or sys.argv)[1:3]
-    code = 0
+    code, job = 0, None
     try:
         if job_arg == STDIN:
             job = cloudpickle.loads(sys.stdin.buffer.read())
@@ -151,6 +152,8 @@ def rank_main(argv: Optional[Sequence[str]] = None) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
+    if not result_arg.startswith(RESULT_FD):
+        mark_this_rank_returned(result_arg, job.settings if job is not None else None, code)
     exit_now(code)
 
 
