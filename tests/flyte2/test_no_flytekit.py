@@ -7,21 +7,10 @@ import sys
 import pytest
 
 from tests.support import ROOT, leftovers, run_command
+from tests.support.no_flytekit import NO_FLYTEKIT
 
 pytestmark = pytest.mark.needs_framework("pytorch")
 pytest.importorskip("flyteplugins.horovod", reason="flyteplugins-horovod (and the flyte SDK) is not installed here")
-
-NO_FLYTEKIT = """
-import importlib.abc, sys
-
-class NoFlytekit(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "flytekit":
-            raise ImportError(f"{name}: flytekit is not installed here")
-        return None
-
-sys.meta_path.insert(0, NoFlytekit())
-"""
 
 RUN = """
 import sys

@@ -12,18 +12,7 @@ import cloudpickle
 from flytekitplugins.horovod import spark_launcher
 from flytekitplugins.horovod.executor.rank import RANK_ENTRY, RankJob
 from flytekitplugins.horovod.executor.settings import Horovod
-
-NO_FLYTEKIT = """
-import importlib.abc, sys
-
-class NoFlytekit(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "flytekit":
-            raise ImportError(f"{name}: flytekit is not installed here (as on a Spark executor)")
-        return None
-
-sys.meta_path.insert(0, NoFlytekit())
-"""
+from tests.support.no_flytekit import NO_FLYTEKIT
 
 IMPORT_EXECUTOR = NO_FLYTEKIT + """
 import importlib, pkgutil
