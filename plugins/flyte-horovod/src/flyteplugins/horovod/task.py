@@ -37,8 +37,8 @@ class RunPolicy:
 
 
 @dataclass
-class Worker:
-    """kfmpi's ``Worker``: the worker pods; ``replicas`` of them, each running ``MPIJob.slots`` ranks."""
+class _Pods:
+    """What kfmpi's ``Worker`` and ``Launcher`` both say of their pods."""
 
     command: Optional[List[str]] = None
     image: Optional[str] = None
@@ -49,15 +49,13 @@ class Worker:
 
 
 @dataclass
-class Launcher:
-    """kfmpi's ``Launcher``: the pod that runs ``mpirun`` or ``horovodrun`` (``replicas`` defaults to 1)."""
+class Worker(_Pods):
+    """kfmpi's ``Worker``: the worker pods; ``replicas`` of them, each running ``MPIJob.slots`` ranks."""
 
-    command: Optional[List[str]] = None
-    image: Optional[str] = None
-    requests: Optional[Resources] = None
-    limits: Optional[Resources] = None
-    replicas: Optional[int] = None
-    restart_policy: Optional[RestartPolicy] = None
+
+@dataclass
+class Launcher(_Pods):
+    """kfmpi's ``Launcher``: the pod that runs ``mpirun`` or ``horovodrun`` (``replicas`` defaults to 1)."""
 
 
 @dataclass
