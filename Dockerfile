@@ -7,7 +7,7 @@
 #       --build-arg GPU=1 -t REGISTRY/flytekitplugins-horovod:TAG-gpu .          # GPU: Horovod's NCCL operations
 #   pyflyte --pkgs workflows package --image REGISTRY/flytekitplugins-horovod:TAG     # or: pyflyte register --image ...
 #
-# The CPU image gets torch==2.15.0 from pip's own index, which serves the CUDA 13 build on Linux (several GB; it runs
+# The CPU image gets torch==2.15.0 from PyPI, which serves the CUDA 13 build on Linux (several GB; it runs
 # on the CPU); add --build-arg TORCH_INDEX_URL=<PyTorch's CPU wheel index> for the CPU-only wheel. TensorFlow is the
 # `tensorflow` wheel (tf-keras requires it; it runs on the CPU where no GPU is). The GPU image builds on a CUDA
 # *devel* image matching torch's CUDA (nvcc and NCCL, which Horovod's NCCL operations compile against; Ubuntu 24.04's
@@ -23,7 +23,7 @@ FROM ${BASE_IMAGE}
 ARG TF_PACKAGE=
 # 1: setup.sh builds Horovod with HOROVOD_GPU_OPERATIONS=NCCL (needs a CUDA devel base image).
 ARG GPU=0
-# A package index for torch (setup.sh passes it to pip as --index-url); empty: pip's own.
+# A package index for torch (setup.sh passes it to uv as --index-url); empty: PyPI.
 ARG TORCH_INDEX_URL=
 
 # System packages: Java 17 for Spark; OpenMPI (mpirun, and mpicc so Horovod builds its MPI controller); ssh client and

@@ -124,8 +124,8 @@ def test_python_packages_come_only_from_setup_sh_with_constraints():
                 continue
             assert words[0] in ("apt-get", "rm", "mkdir", "touch", "chmod"), f"unexpected build step: {command}"
             assert words[0] != "apt-get" or words[1] in ("update", "install"), command
-    # setup.sh installs every package with the constraints, except the Horovod wheel it built itself (--no-deps)
-    installs = [line for line in SETUP_SH.splitlines() if '"${PIP[@]}" install' in line]
+    # setup.sh installs every package with the constraints (pip, then uv), except the Horovod wheel it built itself (--no-deps)
+    installs = [line for line in SETUP_SH.splitlines() if '"${PIP[@]}" install' in line or '"${UV[@]}"' in line]
     assert installs and all('-c "$CONSTRAINTS"' in line or "--no-deps" in line for line in installs), installs
     assert "CONSTRAINTS=${CONSTRAINTS:-$ROOT/constraints.txt}" in SETUP_SH
 

@@ -95,10 +95,12 @@ def test_the_spec_s_build_steps_run_in_a_fresh_virtual_environment(tmp_path):
     venv = tmp_path / "venv"
     # this environment's own interpreter (a fresh machine's python3.12 may be a pyenv shim that answers "not found")
     subprocess.run([os.path.realpath(sys.executable), "-m", "venv", str(venv)], check=True)
-    # the project's pins keep pip from resolving other versions than the cached wheel was built against; pip's own
-    # cache (setup.sh's downloads) and no byte-compiling keep this install to about a minute
-    installed = run_command([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                             "--no-compile", "-c", str(ROOT / "constraints.txt"), *spec.packages], timeout=900)
+    # installed as flytekit's image builder installs a spec's packages (``uv pip install``, default_builder.py's
+    # UV_PYTHON_INSTALL_COMMAND_TEMPLATE); the project's pins keep uv from resolving other versions than the cached
+    # wheel was built against, and uv's cache (setup.sh's downloads) keeps this install to about half a minute
+    uv = os.path.join(os.path.dirname(sys.executable), "uv")  # setup.sh's, pinned in constraints.txt
+    installed = run_command([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+                             "-c", str(ROOT / "constraints.txt"), *spec.packages], timeout=900)
     assert installed.returncode == 0, installed.output[-3000:]
     env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "FLYTE_HOROVOD_BUILD_CACHE": str(ROOT / ".cache" / "horovod")}  # setup.sh's wheel: no 5-minute compile
