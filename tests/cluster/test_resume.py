@@ -204,19 +204,18 @@ def test_a_spark_route_retry_after_a_lost_rank_resumes_from_the_previous_attempt
     assert resumed["loss"][:saved] == before[:saved]
     assert resumed["loss"][saved] <= 1.1 * before[saved - 1], (before, resumed["loss"])
 
-    # the end, against uninterrupted runs. The Estimator's runs are not repeatable (petastorm's reader threads, Spark's
-    # partitions, the retry's seed): in 4 runs of this test, its 12 trainings (resumed and uninterrupted alike) ended
-    # with backtest val_loss 0.065..0.150, too wide for a bound between single runs (1.3x the worse of two failed once
-    # in CI, at 0.143), and with training loss 0.173..0.222 (log sd 0.089: 1.4x the worse of two fails about 3 in
-    # 10,000). So the retry must run exactly the uninterrupted learning rates, and end its training loss within 1.4x.
-    finals = []
-    for n in (4, 5):
-        whole = Attempt(tmp_path / f"uninterrupted-{n}", execution_id=f"resume000{n}")
-        _inputs(template, whole, prepared, **SPARK_HP)
-        ran = spark_driver(template, whole, tmp_path, timeout=400)
-        assert ran.returncode == 0, ran.output[-4000:]
-        uninterrupted = _model(whole)["history.json"]
-        assert resumed["lr"] == pytest.approx(uninterrupted["lr"], rel=1e-6), (resumed["lr"], uninterrupted["lr"])
-        assert resumed["loss"][saved] < 0.5 * uninterrupted["loss"][0]
-        finals.append(uninterrupted["loss"][-1])
-    assert resumed["loss"][-1] <= 1.4 * max(finals), (resumed["loss"][-1], finals)
+    # the end, against an uninterrupted run. The Estimator's runs are not repeatable (petastorm's reader threads,
+    # Spark's partitions, the retry's seed): in 4 runs of this test, its 12 trainings (resumed and uninterrupted alike)
+    # ended with backtest val_loss 0.065..0.150, too wide for a bound between single runs (1.3x failed once in CI, at
+    # 0.143), and with training loss 0.173..0.222 (log sd 0.089, so the log of the ratio of two runs has sd 0.126). So
+    # the retry must run exactly the uninterrupted learning rates, and end its training loss within 1.55x of the
+    # uninterrupted run's (3.5 sd: fails about 2 in 10,000 by chance; one run, not the two this took before, saves a
+    # Spark-route training of the serial tests' minutes).
+    whole = Attempt(tmp_path / "uninterrupted", execution_id="resume0004")
+    _inputs(template, whole, prepared, **SPARK_HP)
+    ran = spark_driver(template, whole, tmp_path, timeout=400)
+    assert ran.returncode == 0, ran.output[-4000:]
+    uninterrupted = _model(whole)["history.json"]
+    assert resumed["lr"] == pytest.approx(uninterrupted["lr"], rel=1e-6), (resumed["lr"], uninterrupted["lr"])
+    assert resumed["loss"][saved] < 0.5 * uninterrupted["loss"][0]
+    assert resumed["loss"][-1] <= 1.55 * uninterrupted["loss"][-1], (resumed["loss"][-1], uninterrupted["loss"][-1])
