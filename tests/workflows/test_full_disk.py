@@ -16,6 +16,7 @@ import pytest
 
 from rossmann import synthetic
 from tests.support import ROOT, VENV_BIN, user_env
+from tests.support.prepared import make_prepared
 
 PYFLYTE = [str(VENV_BIN / "pyflyte"), "run", "workflows/rossmann.py"]
 pytestmark = [pytest.mark.slow,
@@ -69,10 +70,10 @@ def _outputs_left(disk: Path, name: str) -> list:
     return [p for p in disk.rglob(name) if p.is_dir() and any(p.iterdir())]
 
 
-def test_a_full_disk_in_train_names_the_path_is_recoverable_and_leaves_no_model(data, full_disk, tmp_path):
-    prepared = _run(["prepare", "--data", str(data), "--hp", "{}"], tmp_path)
-    assert prepared.returncode == 0, prepared.stdout[-3000:] + prepared.stderr[-3000:]
-    ran = _run(["train", "--prepared", prepared.stdout.strip().splitlines()[-1], "--hp", '{"epochs": 2}'], full_disk)
+def test_a_full_disk_in_train_names_the_path_is_recoverable_and_leaves_no_model(full_disk, tmp_path):
+    # prepared data of prepare's layout, written without a Spark run (train is the task under test)
+    prepared = make_prepared(tmp_path / "prepared", stores=4, train_days=120)
+    ran = _run(["train", "--prepared", str(prepared), "--hp", '{"epochs": 2}'], full_disk)
     error, line = _first_line(ran)
     assert error == "DiskFullError", line  # a FlyteRecoverableException: Flyte's retries may run it elsewhere
     assert re.match(rf"No space left on device: {re.escape(str(full_disk))}/\S+/horovod/scratch/", line), line
