@@ -1,8 +1,11 @@
-"""What the Flyte 2 backend reads from a Horovod task's template, transcribed from flyteorg/flyte's
-flyteplugins/go/tasks/plugins/k8s/kfoperators/mpi/mpi.go at commit 51aa3848e0d7e525c1631ad792402e5da78452a5
-(``BuildResource``): task type ``mpi``; for ``TaskTypeVersion == 1`` the custom unmarshals into kubeflow's
-``DistributedMPITrainingTask`` and it reads ``launcherReplicas`` (image, resources, command, restartPolicy),
-``workerReplicas`` (the same, and ``replicas``: "number of worker should be more then 0" otherwise) and ``runPolicy``;
+"""What the Flyte 2 backend reads from a Horovod task's template, transcribed from flyteorg/flyte's ``main`` (the
+Flyte 2 backend, tag v2.0.43, commit 6fadb90d65af26f4db908ec1c5f5af546a3e4299), whose executor/plugins/loader.go
+loads flyteplugins/go/tasks/plugins/k8s/kfoperators/mpi/mpi.go (``BuildResource``): task type ``mpi``; for
+``TaskTypeVersion == 1`` the custom unmarshals into flyteidl2's kubeflow ``DistributedMPITrainingTask`` and it reads
+``launcherReplicas`` (image, resources, command, restartPolicy), ``workerReplicas`` (the same, and ``replicas``:
+"number of workers must be greater than 0" otherwise) and ``runPolicy``; a replica spec's ``common`` is read first
+where set, else the top-level fields flyteidl2 marks deprecated, which this plugin writes as kfmpi does
+(kfoperators/common/common_operator.go, ``ToReplicaSpecWithOverrides``);
 ``slots`` is read only for version 0 (SlotsPerWorker stays 1), so it is serialized but the launcher must restore it.
 """
 
