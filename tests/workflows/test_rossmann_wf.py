@@ -17,6 +17,7 @@ import pytest
 
 from rossmann import synthetic
 from tests.support.console import MOST_LINES, printed_lines, printed_twice
+from tests.support.prepared import make_prepared
 
 WORKFLOWS = "workflows/rossmann.py"
 # Another shape than the default data: other seed, more stores, other dates (the test period then holds Easter).
@@ -132,15 +133,17 @@ def _prepared_metadata(output: str) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workflow, route", [("wf", "spark-estimator"), ("wf_mpi", "horovod-ranks")])
-def test_a_model_over_16_mb_trains_through_both_routes(pyflyte_run, workflow, route):
+@pytest.mark.parametrize("task, route", [("train", "spark-estimator"), ("train_mpi", "horovod-ranks")])
+def test_a_model_over_16_mb_trains_through_both_routes(pyflyte_run, tmp_path, task, route):
     """Rank 0's result, the trained weights, is larger than Spark's direct task results (1 MB) and
     spark.task.maxDirectResultSize: on the Spark route it must come through the driver's block manager; on the MPI
-    route every step allreduces gradients of that size."""
-    hp = {"hidden": [2048, 2048], "epochs": 1, "n_stores": 4, "start": "2015-01-01"}
-    ran = pyflyte_run(WORKFLOWS, workflow, "--hp", json.dumps(hp), timeout=900)
+    route every step allreduces gradients of that size. The training task alone, on prepared data written without
+    Spark (the workflows around it are the tests above)."""
+    prepared = make_prepared(tmp_path / "prepared", stores=4, train_days=120)
+    hp = {"hidden": [2048, 2048], "epochs": 1}
+    ran = pyflyte_run(WORKFLOWS, task, "--prepared", str(prepared), "--hp", json.dumps(hp), timeout=900)
     assert ran.returncode == 0, ran.output[-4000:]
-    model, _ = _outputs(ran.output)
+    model = Path(ran.output.strip().splitlines()[-1])
     weights = sum(f.stat().st_size for f in (model / "model" / "variables").iterdir())
     assert weights > 16 * 2**20, weights
     metrics = json.loads((model / "metrics.json").read_text())
