@@ -1,11 +1,12 @@
-"""A PyTorch body ported from a kfmpi task as it stands (it calls ``hvd.init()`` of ``horovod.torch`` itself), under the
-default settings."""
+"""A PyTorch body ported from a kfmpi task as it stands (it calls ``hvd.init()`` of ``horovod.torch`` itself), and one
+whose training loop is in a module beside this file, both under the default settings."""
 
 import sys
 
 from flytekit import task, workflow
 
 from flytekitplugins.horovod import MPIJob, Worker
+from torch_loop import fit  # the module beside this file (pyflyte run puts its folder on sys.path)
 
 
 @task(task_config=MPIJob(worker=Worker(replicas=2)))
@@ -28,3 +29,13 @@ def torch_body(steps: int) -> str:
 @workflow
 def wf(steps: int = 5) -> str:
     return torch_body(steps=steps)
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2)))
+def loop_beside(steps: int) -> str:
+    return f"loss={fit(steps):.3f} tensorflow_imported={'tensorflow' in sys.modules}"
+
+
+@workflow
+def loop_wf(steps: int = 5) -> str:
+    return loop_beside(steps=steps)
