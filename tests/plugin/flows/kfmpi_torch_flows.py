@@ -4,9 +4,9 @@ whose training loop is in a module beside this file, both under the default sett
 import sys
 
 from flytekit import task, workflow
+from torch_loop import fit  # the module beside this file (pyflyte run puts its folder on sys.path)
 
 from flytekitplugins.horovod import MPIJob, Worker
-from torch_loop import fit  # the module beside this file (pyflyte run puts its folder on sys.path)
 
 
 @task(task_config=MPIJob(worker=Worker(replicas=2)))
