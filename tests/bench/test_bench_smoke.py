@@ -1,6 +1,7 @@
 """Fast checks of the benchmark scripts (the benchmarks themselves run with ``make bench``)."""
 
 import datetime as dt
+import json
 import re
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 from tests.support import ROOT
 
 SCRIPTS = ["launch", "prep", "predict", "train_scale", "floor", "recipe", "phases", "steps", "full_size", "growth",
-           "reference"]
+           "reference", "vs_ddp"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -71,3 +72,21 @@ def test_reference_counters_equal_ours(spark):
     theirs = {(r.Store, r.Date): tuple(r[c] for c in counters) for r in add_elapsed(df, cols).collect()}
     assert ours == theirs
     assert ours[(3, day + dt.timedelta(2))] == (3, 2, 3, 3, 3, 3)  # Promo on day 5, holiday on day 4, none; at most 3
+
+
+@pytest.mark.slow
+def test_the_ddp_comparison_runs_every_contestant_on_the_same_rows():
+    """bench/vs_ddp.py --quick: Horovod (gloo, mpirun, an MPIJob task), DDP and one process each train the Rossmann
+    torch model 20 steps and print their RATIO lines; the distributed contestants train the same model on the same
+    rows with the same dropout masks, so their losses after the steps agree to float rounding."""
+    ran = subprocess.run([sys.executable, "-m", "bench.vs_ddp", "--quick"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-4000:]
+    for name in ("horovod gloo", "horovod mpirun", "MPIJob task"):
+        assert re.search(rf"RATIO rossmann: {name} / DDP samples per second = \d+\.\d\dx", ran.stdout), ran.stdout
+    saved = json.loads((ROOT / ".cache" / "bench" / "results" / "vs_ddp-quick.json").read_text())
+    runs = saved["models"]["rossmann"]["runs"]
+    assert sorted(runs) == sorted(["horovod gloo", "horovod mpirun", "MPIJob task", "DDP", "one process"])
+    ddp = runs["DDP"][0]["final_loss"]
+    for name in ("horovod gloo", "horovod mpirun", "MPIJob task"):
+        assert runs[name][0]["final_loss"] == pytest.approx(ddp, rel=1e-3), (name, runs[name][0], ddp)

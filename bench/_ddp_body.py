@@ -1,0 +1,134 @@
+"""One contestant of bench/vs_ddp.py in one process: the Rossmann PyTorch model (``rossmann.torch_model``) trained for
+a fixed number of steps, the same model, data, batches, optimizer and learning-rate scaling whoever runs it:
+
+* ``horovod``: ``horovod.torch.DistributedOptimizer`` (launched by ``horovodrun`` or as an ``MPIJob`` task's body);
+* ``ddp``: ``torch.nn.parallel.DistributedDataParallel`` over the Gloo backend (launched by ``torchrun``);
+* ``single``: one process, the global batch of both ranks, every core.
+
+Global step ``s`` draws one global batch of ``batch x RANKS`` rows (the same rows for every contestant); rank ``r``
+trains on its ``r``-th part, the single process on all of it, so all three compute the same gradients up to float
+rounding and dropout's masks. The rate is Adam's ``learning_rate x RANKS`` (Horovod's and the project's scaling).
+
+    python -m bench._ddp_body --mode single --prepared DIR --threads 2     # prints RESULT {json} on rank 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, Sequence
+
+RANKS = 2  # the global batch is always RANKS parts, so a one-process run sees the same rows
+
+
+def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: int, warmup: int,
+          threads: int) -> Dict[str, Any]:
+    """Train ``warmup + steps`` steps; rank 0's samples per second over the last ``steps`` (all ranks' samples) and
+    the loss averaged over every rank and the last 20 steps."""
+    import torch
+
+    from rossmann.hyperparameters import DROPOUT, LEARNING_RATE
+    from rossmann.prepared import continuous_stats, feature_cols, load_metadata, read_split
+    from rossmann.torch_model import EPSILON, build_torch_model, torch_inputs
+
+    torch.set_num_threads(threads)
+    rank, size, average = _start(mode)
+    metadata = load_metadata(prepared)
+    label = metadata["label_col"]
+    frame = read_split(Path(prepared) / "train", feature_cols(metadata) + [label])
+    categorical, continuous = torch_inputs(frame, metadata)
+    target = torch.from_numpy(frame[label].to_numpy(dtype="float32"))
+    torch.manual_seed(0)  # the same initial weights in every contestant (DDP and Horovod broadcast rank 0's anyway)
+    model = build_torch_model(metadata, continuous_stats(prepared, metadata), hidden, DROPOUT)
+    net = model
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE * RANKS, eps=EPSILON)
+    if mode == "horovod":
+        import horovod.torch as hvd
+
+        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        # no hvd.broadcast_optimizer_state: every rank's Adam state is empty, and on an empty state it takes one step
+        # with zero gradients to create it, which moves Adam's bias correction by a step (a different trajectory
+        # from DDP's and the single process's: 0.52 against 0.63 after 20 steps, measured)
+    elif mode == "ddp":
+        net = torch.nn.parallel.DistributedDataParallel(model)
+    torch.manual_seed(1 + rank)  # dropout's masks
+    part = slice(rank * batch, (rank + 1) * batch) if size > 1 else slice(0, batch * RANKS)
+    losses, started = [], None
+    for step in range(warmup + steps):
+        if step == warmup:
+            started = time.perf_counter()
+        rows = torch.from_numpy(_global_batch(step, len(target), batch * RANKS)[part])
+        optimizer.zero_grad()
+        loss = (net(categorical[rows], continuous[rows]) - target[rows]).abs().mean() + model.l2_penalty()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    seconds = time.perf_counter() - started
+    final = average(sum(losses[-20:]) / 20)
+    return {"mode": mode, "ranks": size, "threads": threads, "samples_per_s": steps * batch * RANKS / seconds,
+            "seconds": seconds, "steps": steps, "final_loss": final, "first_loss": losses[0]}
+
+
+def _global_batch(step: int, rows: int, count: int):
+    import numpy as np
+
+    return np.random.default_rng(step).integers(0, rows, count)
+
+
+def _start(mode: str):
+    """(rank, size, a function averaging a float over the ranks) of this process."""
+    import torch
+
+    if mode == "horovod":
+        import horovod.torch as hvd
+
+        if not hvd.is_initialized():  # an MPIJob task's rank has initialised it already
+            hvd.init()
+        return hvd.rank(), hvd.size(), lambda value: float(hvd.allreduce(torch.tensor(value), name="final_loss"))
+    if mode == "ddp":
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+
+        def average(value: float) -> float:
+            tensor = torch.tensor(value)
+            dist.all_reduce(tensor)
+            return float(tensor) / dist.get_world_size()
+
+        return dist.get_rank(), dist.get_world_size(), average
+    return 0, 1, lambda value: value
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=["horovod", "ddp", "single"], required=True)
+    p.add_argument("--prepared", required=True)
+    p.add_argument("--hidden", default="256,128")
+    p.add_argument("--batch", type=int, default=512)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    result = train(args.mode, args.prepared, [int(h) for h in args.hidden.split(",")], args.batch, args.steps,
+                   args.warmup, args.threads)
+    if _is_rank_0(args.mode):
+        print("RESULT " + json.dumps(result), flush=True)
+
+
+def _is_rank_0(mode: str) -> bool:
+    if mode == "horovod":
+        import horovod.torch as hvd
+
+        return hvd.rank() == 0
+    if mode == "ddp":
+        import torch.distributed as dist
+
+        return dist.get_rank() == 0
+    return True
+
+
+if __name__ == "__main__":
+    main()
