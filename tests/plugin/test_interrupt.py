@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 import uuid
 
@@ -57,9 +58,14 @@ def test_ctrl_c_stops_every_rank_and_leaves_nothing_behind(flows, workflow, runn
                 break
         started = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
+        # read while waiting, so a full pipe never holds pyflyte up; to the end of the output, i.e. until the last
+        # process that shares it (the JVM, a rank) has ended
+        after = []
+        reader = threading.Thread(target=lambda: after.extend(proc.stdout), daemon=True)
+        reader.start()
         proc.wait(timeout=60)
         seconds = time.monotonic() - started  # pyflyte has exited: the prompt is back
-        after = proc.stdout.readlines()  # until the last process that shares its output (the JVM, a rank) has ended
+        reader.join(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
