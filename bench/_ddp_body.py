@@ -68,7 +68,7 @@ def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: in
         losses.append(float(loss.detach()))
     seconds = time.perf_counter() - started
     final = average(sum(losses[-20:]) / 20)
-    return {"mode": mode, "ranks": size, "threads": threads, "samples_per_s": steps * batch * RANKS / seconds,
+    return {"mode": mode, "rank": rank, "ranks": size, "threads": threads, "samples_per_s": steps * batch * RANKS / seconds,
             "seconds": seconds, "steps": steps, "final_loss": final, "first_loss": losses[0]}
 
 
@@ -114,20 +114,8 @@ def main() -> None:
     args = p.parse_args()
     result = train(args.mode, args.prepared, [int(h) for h in args.hidden.split(",")], args.batch, args.steps,
                    args.warmup, args.threads)
-    if _is_rank_0(args.mode):
+    if result["rank"] == 0:
         print("RESULT " + json.dumps(result), flush=True)
-
-
-def _is_rank_0(mode: str) -> bool:
-    if mode == "horovod":
-        import horovod.torch as hvd
-
-        return hvd.rank() == 0
-    if mode == "ddp":
-        import torch.distributed as dist
-
-        return dist.get_rank() == 0
-    return True
 
 
 if __name__ == "__main__":
