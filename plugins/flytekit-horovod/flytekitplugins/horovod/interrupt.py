@@ -13,8 +13,10 @@ launcher, which takes SIGINT over to stop its ranks, keeps doing so, and the int
 """
 
 import _thread
+import atexit
 import contextlib
 import functools
+import gc
 import logging
 import signal
 import threading
@@ -62,6 +64,19 @@ class _Interrupt:
             _thread.interrupt_main()
 
 
+def exit_quickly() -> None:
+    """After Ctrl-C the user waits for the prompt: at exit, skip the interpreter's last garbage collections (over
+    TensorFlow's, torch's and flytekit's objects they take 1.8 s of CPU on an idle machine, 0.3 s without, and several
+    times that on a busy one). Every atexit handler still runs and reference counting still frees what it frees."""
+    global _exits_quickly
+    if not _exits_quickly:
+        _exits_quickly = True
+        atexit.register(lambda: (gc.disable(), gc.freeze()))
+
+
+_exits_quickly = False
+
+
 def _quiet_py4j() -> None:
     """The interruption may land in py4j's socket read: py4j then logs it as its own error, on its loggers and on the
     root logger ("KeyboardInterrupt while sending command." with a traceback); the user's Ctrl-C is not one."""
@@ -87,6 +102,7 @@ def stops_spark_on_interrupt(execute: Callable) -> Callable:
                 return execute(task, **kwargs)
         except BaseException:
             if interrupt.seen.is_set():
+                exit_quickly()
                 raise InterruptedByUser(f"stopped the Spark jobs of task {task.name}") from None
             raise
         finally:

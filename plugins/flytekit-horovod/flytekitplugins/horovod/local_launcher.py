@@ -32,6 +32,7 @@ from .executor.processes import PARENT_PID_ENV, Processes
 from .executor.rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
 from .executor.rank_output import RankOutput
 from .executor.settings import Horovod, whole_number
+from .interrupt import exit_quickly
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -251,6 +252,7 @@ def gave_up_on(exited: LauncherExitWatch, failures: RankFailures) -> bool:
 def interrupted(processes: Processes) -> InterruptedByUser:
     """Stop what a Ctrl-C interrupted; the error that says so."""
     processes.stop()
+    exit_quickly()
     return InterruptedByUser(f"stopped {', '.join(processes.names) or 'the Horovod job before it started'}")
 
 
