@@ -216,8 +216,9 @@ SECURITY_CASES = [
      "before), GETs and DELETEs keys"),
     ("liveness", "junk (it stopped the check before), a fake rank's hello (reported lost: `RankLostError` before), a "
      "forged proof and 20 silent connections sent to rank 0's liveness port"),
-    ("mpirun", "what a local `mpirun` job listens on, and whether a canary variable or the job's secret is on a "
-     "command line"),
+    ("mpirun", "a line of junk (`1 attacker-box`), kept open, to every port a local `mpirun` job listens on, from each "
+     "of this host's addresses (two such connections hung the job before), and whether a canary variable or the "
+     "job's secret is on a command line"),
     ("spark", "a bogus Spark slot plan PUT without the job's secret (the first plan won before), and another local "
      "user's plan and junk, on a local Spark session's ranks"),
 ]

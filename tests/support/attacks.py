@@ -10,6 +10,7 @@ Only the standard library at the top: ``nobody`` runs this file as a script, and
 """
 
 import base64
+import contextlib
 import http.client
 import ipaddress
 import json
@@ -260,21 +261,76 @@ def attack_gloo() -> str:
 
 
 def attack_mpirun() -> str:
-    """Local mpirun ranks: what they listen on, what their command lines hold. Open MPI 4.1's ``mpirun`` binds its
-    control channel (ORTE's out-of-band TCP listener) to every IPv4 and IPv6 address whatever
-    ``oob_tcp_if_include`` says, and cannot run without it: that one is reported, not refused (docs/security.md)."""
+    """Local mpirun ranks: Open MPI 4.1's ``mpirun`` binds its control channel (ORTE's out-of-band TCP listener) and
+    its PMIx tool listener to every address whatever it is told, and two connections that each sent it a line of
+    junk and stayed open hung the job for good. The job now runs in a network namespace of its own: every port its
+    processes listen on there is tried from this host's addresses with that junk; what their command lines hold."""
     from flytekitplugins.horovod import Horovod
     from flytekitplugins.horovod.local_launcher import run_local
 
     canary = _canary()
+    held: List[socket.socket] = []
 
     def attack() -> str:
         rank_environ()
-        return no_secret_in_argv(canary)
+        pids = [pid for pid in job_processes() if _net_namespace(pid) not in ("", _net_namespace(os.getpid()))]
+        if not pids:
+            raise Harm("mpirun and its ranks run in this host's network namespace")
+        ports = sorted({port for pid in pids for port in _listening_ports(pid)})
+        if not ports:
+            raise Harm("no listening port of mpirun's found to attack")
+        tried = [_junk_line(address, port, held) for port in ports for address in _host_addresses()]
+        expect(tried, ("refused",), f"junk to mpirun's ports {ports} from this host")
+        return (f"junk lines to the {len(ports)} ports mpirun's processes listen on ({', '.join(map(str, ports))}), "
+                f"from each of this host's {len(_host_addresses())} addresses: all {len(tried)} refused; "
+                f"{no_secret_in_argv(canary)}")
 
-    return while_running(lambda: run_local(sleeping_body, {"seconds": RUN_S / 2}, num_proc=2,
-                                           settings=Horovod(framework="pytorch", controller="mpi")), attack,
-                         known=("mpirun",))
+    try:
+        return while_running(lambda: run_local(sleeping_body, {"seconds": RUN_S / 2}, num_proc=2,
+                                               settings=Horovod(framework="pytorch", controller="mpi")), attack)
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def _net_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return ""
+
+
+def _listening_ports(pid: int) -> List[int]:
+    """The TCP ports listened on in ``pid``'s network namespace (its ``/proc/<pid>/net/tcp`` and ``tcp6``)."""
+    ports = []
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/net/{table}") as rows:
+            ports += [int(f[1].rsplit(":", 1)[1], 16) for f in map(str.split, list(rows)[1:]) if f[3] == "0A"]
+    return ports
+
+
+def _host_addresses() -> List[str]:
+    """Loopback and this host's own addresses (link-local ones aside)."""
+    import psutil
+
+    found = {"127.0.0.1", "::1"}
+    for entries in psutil.net_if_addrs().values():
+        found.update(e.address for e in entries if e.family in (socket.AF_INET, socket.AF_INET6)
+                     and not e.address.startswith("fe80"))
+    return sorted(found)
+
+
+def _junk_line(address: str, port: int, held: List[socket.socket]) -> str:
+    """Connect to ``address:port``, send the line that hung mpirun and keep the connection open; what happened."""
+    try:
+        sock = socket.create_connection((address, port), timeout=2)
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError as exc:
+        return f"{address}:{port}: {exc}"
+    held.append(sock)
+    sock.sendall(b"1 attacker-box\n")
+    return f"{address}:{port}: connected"
 
 
 def attack_spark() -> str:

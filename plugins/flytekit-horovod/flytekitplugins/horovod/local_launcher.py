@@ -28,6 +28,7 @@ from .executor.job_secret import with_job_secret
 from .executor.launcher_exit import LauncherExitWatch
 from .executor.loopback import LOOPBACK, LOOPBACK_ENV
 from .executor.noise import quiet_env
+from .executor.own_network import HOW_TO_ALLOW, isolation
 from .executor.processes import PARENT_PID_ENV, Processes
 from .executor.rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
 from .executor.rank_output import RankOutput
@@ -65,7 +66,8 @@ def mpirun_command(num_proc: int, env_names: Sequence[str], command: List[str]) 
     horovodrun's Open MPI flags, except the transports: on one host ``self,vader`` (shared memory) instead of
     ``^openib``, which also loads the libfabric transport whose shutdown takes a second, and no TCP transport: Open
     MPI 4.1's binds every address whatever ``btl_tcp_if_include`` says. mpirun's control channel uses the loopback
-    interface (it still listens on every address: see docs/security.md). The environment goes by name (``-x NAME``).
+    interface; it listens on every address, in the job's own network namespace (``own_network``). The environment
+    goes by name (``-x NAME``).
     """
     args = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(num_proc),
             "-H", f"localhost:{num_proc}", "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1",
@@ -110,8 +112,9 @@ def run_local(
     try:
         if settings.controller == "mpi":
             args = mpirun_command(num_proc, sorted(extra), command)
-            _verbose(settings, "running %s", " ".join(args))
-            processes.start("mpirun", args, env, prefix=None, die_with_parent=True)
+            enter = _own_network()
+            _verbose(settings, "running %s%s", " ".join(args), " in a network namespace of its own" if enter else "")
+            processes.start("mpirun", args, env, prefix=None, die_with_parent=True, enter=enter)
             exited = LauncherExitWatch(job_dir, "mpirun", num_proc)
             # once mpirun failed, let it finish its closing message: it names the rank that failed first
             failed = processes.wait(on_exit=lambda *_: record_mpirun_failure(processes.finished_output(0), failures),
@@ -247,6 +250,16 @@ def gave_up_on(exited: LauncherExitWatch, failures: RankFailures) -> bool:
         ranks = ", ".join(map(str, failed)) or "none"
         raise RuntimeError(f"{exited.message()}; ranks that exited non-zero: {ranks}")
     return True
+
+
+def _own_network() -> Optional[Callable[[], None]]:
+    """Where ``mpirun`` starts: a network namespace of its own (``own_network``); where there can be none, one line
+    says that other hosts can reach its listeners, and what to do."""
+    enter, why = isolation()
+    if enter is None:
+        logger.warning("mpirun's listeners can be reached from other hosts during this run: %s; to keep them off the "
+                       "network, %s", why, HOW_TO_ALLOW)
+    return enter
 
 
 def interrupted(processes: Processes) -> InterruptedByUser:

@@ -87,12 +87,16 @@ class Processes:
         self._threads: List[threading.Thread] = []
 
     def start(self, name: str, args: List[str], env: Dict[str, str], prefix: Optional[str],
-              die_with_parent: bool = False, stdin: Optional[bytes] = None, pass_fds=()) -> subprocess.Popen:
+              die_with_parent: bool = False, stdin: Optional[bytes] = None, pass_fds=(),
+              enter: Optional[Callable[[], None]] = None) -> subprocess.Popen:
         """Start one process; ``prefix`` (e.g. ``"1"``) makes its lines ``[1]<stdout>:...`` as horovodrun's.
 
-        ``stdin`` bytes are written to the process's standard input, which is then closed.
+        ``stdin`` bytes are written to the process's standard input, which is then closed. ``enter`` runs in the
+        child before ``exec`` (``own_network``'s namespace).
         """
-        preexec = pdeathsig_setter() if die_with_parent else None  # for a launcher that is not Python (mpirun)
+        # die_with_parent: for a launcher that is not Python (mpirun)
+        steps = [step for step in (enter, pdeathsig_setter() if die_with_parent else None) if step is not None]
+        preexec = (lambda: [step() for step in steps]) if steps else None
         proc = subprocess.Popen(args, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                 preexec_fn=preexec, pass_fds=pass_fds)
