@@ -13,16 +13,15 @@ launcher, which takes SIGINT over to stop its ranks, keeps doing so, and the int
 """
 
 import _thread
-import atexit
 import contextlib
 import functools
-import gc
 import logging
 import signal
 import threading
 from typing import Any, Callable, Iterator
 
 from .errors import InterruptedByUser
+from .executor.errors import exit_quickly
 
 GRACE_S = 10.0
 QUIET_S = 1.0  # how late a thread's error is reported (see _Interrupt.report_later)
@@ -62,19 +61,6 @@ class _Interrupt:
         if main and not self.left.wait(GRACE_S if waiting else 0):
             _quiet_py4j()
             _thread.interrupt_main()
-
-
-def exit_quickly() -> None:
-    """After Ctrl-C the user waits for the prompt: at exit, skip the interpreter's last garbage collections (over
-    TensorFlow's, torch's and flytekit's objects they take 1.8 s of CPU on an idle machine, 0.3 s without, and several
-    times that on a busy one). Every atexit handler still runs and reference counting still frees what it frees."""
-    global _exits_quickly
-    if not _exits_quickly:
-        _exits_quickly = True
-        atexit.register(lambda: (gc.disable(), gc.freeze()))
-
-
-_exits_quickly = False
 
 
 def _quiet_py4j() -> None:

@@ -21,7 +21,7 @@ import cloudpickle
 from .artifacts import say_where
 from .executor import gloo
 from .executor.classify import DIED, mpirun_failed_rank
-from .executor.errors import InterruptedByUser
+from .executor.errors import InterruptedByUser, exit_quickly
 from .executor.failures import RankFailures
 from .executor.flyte_context import FlyteRankContext
 from .executor.job_secret import with_job_secret
@@ -33,7 +33,6 @@ from .executor.processes import PARENT_PID_ENV, Processes
 from .executor.rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
 from .executor.rank_output import RankOutput
 from .executor.settings import Horovod, whole_number
-from .interrupt import exit_quickly
 
 logger = logging.getLogger("flytekitplugins.horovod")
 

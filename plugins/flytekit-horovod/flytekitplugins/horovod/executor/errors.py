@@ -10,6 +10,8 @@
 Both SDK layers (``flytekitplugins.horovod`` and ``flyteplugins.horovod``) export these same classes.
 """
 
+import atexit
+import gc
 from typing import Optional
 
 
@@ -44,6 +46,19 @@ class InterruptedByUser(RuntimeError):
 
     def __init__(self, what: str):
         super().__init__(f"interrupted by the user (Ctrl-C): {what}")
+
+
+def exit_quickly() -> None:
+    """After Ctrl-C the user waits for the prompt: at exit, skip the interpreter's last garbage collections (over
+    TensorFlow's, torch's and flytekit's objects they take 1.8 s of CPU on an idle machine, 0.3 s without, and several
+    times that on a busy one). Every atexit handler still runs and reference counting still frees what it frees."""
+    global _exits_quickly
+    if not _exits_quickly:
+        _exits_quickly = True
+        atexit.register(lambda: (gc.disable(), gc.freeze()))
+
+
+_exits_quickly = False
 
 
 _lost_error = RankLostError  # what ``lost_error()`` returns: the SDK layer's own, once one names it
