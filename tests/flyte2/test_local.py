@@ -48,6 +48,18 @@ def test_a_rank_that_raises_is_named_with_its_traceback(local):
     assert "Traceback (most recent call last)" in message and "ValueError: rank 1 refuses 1.0" in message
 
 
+def test_a_rank_that_raises_is_not_retried_and_a_lost_rank_is(local, tmp_path):
+    """Flyte 2 retries every error unless it is a ``NonRecoverableError``: the same failure on every attempt (a body
+    that raises) keeps the task's retries=2 unused; a rank killed on the first attempt is retried (retries=1)."""
+    with pytest.raises(flyte.errors.RuntimeUserError) as raised:
+        flyte.run(flows.rank_1_raises_with_retries, log=str(tmp_path / "raises"))
+    assert raised.value.code == "RankFailedError", raised.value
+    assert (tmp_path / "raises").read_text().count("attempt") == 1
+    assert _output(flyte.run(flows.rank_1_killed_on_the_first_attempt, log=str(tmp_path / "killed"))) == \
+        "rank 0 of 2: 3.0"
+    assert (tmp_path / "killed").read_text().count("attempt") == 2
+
+
 @pytest.mark.serial  # a bound on how fast the stall is named
 def test_ranks_out_of_step_fail_within_stall_timeout_naming_the_tensor_and_the_missing_rank(local):
     """Horovod(stall_timeout=8): rank 0 waits in ``epoch_loss``, rank 1 in its extra ``step_2``."""

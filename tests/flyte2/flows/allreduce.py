@@ -1,4 +1,5 @@
-"""Flyte 2 tasks for tests/flyte2: a two-rank allreduce (Gloo and mpirun), a rank that raises, and ranks out of step."""
+"""Flyte 2 tasks for tests/flyte2: a two-rank allreduce (Gloo and mpirun), a rank that raises, ranks out of step, and
+ranks that fail under retries (one the same way each attempt, one killed once)."""
 
 import flyte
 
@@ -62,3 +63,34 @@ def flytekit_loaded(x: float) -> str:
 
     loaded = sorted(name for name in sys.modules if name.split(".")[0] == "flytekit")
     return f"{_allreduce(x)}; flytekit in the rank: {' '.join(loaded) or 'none'}"
+
+
+def _attempt(log: str) -> int:
+    """This attempt's number (1, 2, ...), counted in the file ``log`` by rank 1."""
+    with open(log, "a+") as attempts:
+        attempts.write("attempt\n")
+        attempts.seek(0)
+        return len(attempts.readlines())
+
+
+@gloo.task(retries=2)
+def rank_1_raises_with_retries(log: str) -> str:
+    """Rank 1 raises on every attempt: the same failure each time, which Flyte 2 must not retry."""
+    import horovod.torch as hvd
+
+    if hvd.rank() == 1:
+        raise ValueError(f"rank 1 refuses on attempt {_attempt(log)}")
+    return _allreduce(1.0)
+
+
+@gloo.task(retries=1)
+def rank_1_killed_on_the_first_attempt(log: str) -> str:
+    """Rank 1 is killed (SIGKILL) on the first attempt only: a lost rank, which a retry mends."""
+    import os
+    import signal
+
+    import horovod.torch as hvd
+
+    if hvd.rank() == 1 and _attempt(log) == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _allreduce(1.0)

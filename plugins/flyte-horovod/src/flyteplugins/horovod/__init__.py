@@ -5,9 +5,9 @@ a ``TaskEnvironment``. What runs the ranks is the runtime the v1 plugin uses (``
 and its local launcher), imported without flytekit: this package works where flytekit cannot be imported.
 """
 
-from flytekitplugins.horovod.executor.errors import RankFailedError, RankLostError, StalledRanksError
 from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigError
 
+from .errors import RankFailedError, RankLostError, StalledRanksError
 from .task import HorovodMPITask, Launcher, MPIJob, RunPolicy, Worker
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 A local run (``flyte run --local``, ``flyte.init(); flyte.run(...)``) starts ``worker.replicas * slots`` real Horovod
 ranks on this host through the runtime's local launcher, the one the v1 plugin's local runs use (Gloo, or ``mpirun``
-with ``Horovod(controller="mpi")``), and returns rank 0's result; a rank's failure is the runtime's named error.
+with ``Horovod(controller="mpi")``), and returns rank 0's result; a rank's failure is the runtime's named error (not retried where a retry would fail
+the same way: ``errors``).
 Nothing here imports flytekit.
 """
 
@@ -18,9 +19,12 @@ from flyte._task import P, R
 from flyte.extend import AsyncFunctionTaskTemplate, TaskPluginRegistry
 from flyte.models import SerializationContext
 
+from flytekitplugins.horovod.executor.errors import RankFailedError as RankFailed
 from flytekitplugins.horovod.executor.rank_start import launched_rank
 from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigError, whole_number
 from flytekitplugins.horovod.local_launcher import run_local
+
+from .errors import as_flyte_error
 
 RestartPolicy = Literal["always", "failure", "never"]  # kfmpi's RestartPolicy members, lower-cased
 _RESTART = {"always": "RESTART_POLICY_ALWAYS", "failure": "RESTART_POLICY_ON_FAILURE", "never": "RESTART_POLICY_NEVER"}
@@ -134,8 +138,11 @@ class HorovodMPITask(AsyncFunctionTaskTemplate):
         config = self.plugin_config
         from flyte._utils.asyncify import run_sync_in_thread
 
-        results = await run_sync_in_thread(run_local, in_a_rank(self.func), as_kwargs(self.func, args, kwargs),
-                                           num_proc=config.num_ranks, settings=config.horovod, says_where=True)
+        try:
+            results = await run_sync_in_thread(run_local, in_a_rank(self.func), as_kwargs(self.func, args, kwargs),
+                                               num_proc=config.num_ranks, settings=config.horovod, says_where=True)
+        except RankFailed as exc:  # the same on every attempt: Flyte 2 must not retry it
+            raise as_flyte_error(exc) from None
         return results[0].value
 
     def custom_config(self, sctx: SerializationContext) -> Optional[Dict[str, Any]]:
