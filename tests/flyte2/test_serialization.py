@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("flyteplugins.horovod", reason="flyteplugins-horovod (and the flyte SDK) is not installed here")
 
-from flyteplugins.horovod import MPIJob, RunPolicy, Worker  # noqa: E402
+from flyteplugins.horovod import Horovod, HorovodConfigError, HorovodJob, MPIJob, RunPolicy, Worker  # noqa: E402
 from flyteplugins.horovod.task import HorovodMPITask, Launcher  # noqa: E402
 
 
@@ -44,3 +44,24 @@ def test_custom_has_the_fields_mpi_go_reads_for_version_1():
         "runPolicy": {"cleanPodPolicy": "CLEANPOD_POLICY_ALL", "backoffLimit": 4},
         "slots": 2,
     }
+
+
+def test_an_elastic_horovod_job_is_an_mpi_task_with_the_same_custom():
+    """kfmpi's ``HorovodJob`` task is an ``MPIFunctionTask`` (task type ``mpi``): so is the Flyte 2 one."""
+    elastic = _task(HorovodJob(worker=Worker(replicas=3), min_workers=2, max_workers=4))
+    fixed = _task(MPIJob(worker=Worker(replicas=3)))
+    assert (elastic.task_type, elastic.task_type_version) == ("mpi", 1)
+    assert elastic.custom_config(None) == fixed.custom_config(None)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"worker": Worker(replicas=2), "horovod": Horovod(controller="mpi")}, "elastic Horovod runs on Gloo only"),
+    ({"worker": Worker(replicas=2), "horovod": Horovod(framework="mxnet")}, "no elastic API for MXNet"),
+    ({"worker": Worker(replicas=2), "min_workers": 3}, "min_workers <= worker.replicas <= max_workers, got 3 <= 2 <= 2"),
+    ({"worker": Worker(replicas=2), "max_workers": 0}, "max_workers=0: must be a whole number, at least 1"),
+    ({}, "HorovodJob needs worker=Worker(replicas=N)"),
+], ids=["mpi controller", "mxnet", "min above replicas", "max zero", "no workers"])
+def test_an_elastic_job_that_cannot_run_is_refused_when_made(kwargs, message):
+    with pytest.raises(HorovodConfigError) as refused:
+        HorovodJob(**kwargs)
+    assert message in str(refused.value)

@@ -3,7 +3,7 @@ ranks that fail under retries (one the same way each attempt, one killed once)."
 
 import flyte
 
-from flyteplugins.horovod import Horovod, MPIJob, Worker
+from flyteplugins.horovod import Horovod, HorovodJob, MPIJob, Worker
 
 gloo = flyte.TaskEnvironment(name="hvd_gloo", plugin_config=MPIJob(worker=Worker(replicas=2)))
 # ranks out of step fail after 8 s (Horovod's stall check warns after 2 s, a quarter of it)
@@ -94,3 +94,25 @@ def rank_1_killed_on_the_first_attempt(log: str) -> str:
     if hvd.rank() == 1 and _attempt(log) == 1:
         os.kill(os.getpid(), signal.SIGKILL)
     return _allreduce(1.0)
+
+
+elastic = flyte.TaskEnvironment(name="hvd_elastic", plugin_config=HorovodJob(worker=Worker(replicas=2), min_workers=1))
+
+
+@elastic.task
+def elastic_steps(steps: int) -> str:
+    """Horovod's elastic loop (``hvd.elastic.run``, a committed ``TorchState``) allreducing once a step."""
+    import horovod.torch as hvd
+    import torch
+
+    state = hvd.elastic.TorchState(step=0, total=0.0)
+
+    @hvd.elastic.run
+    def train(state) -> str:
+        while state.step < steps:
+            state.total += hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum).item()
+            state.step += 1
+            state.commit()
+        return f"rank {hvd.rank()} of {hvd.size()}: {state.total}"
+
+    return train(state)

@@ -10,9 +10,10 @@ from flytekitplugins.kfmpi import task as kfmpi
 
 from .artifacts import SaysWhere, in_working_directory
 from .constructs import refuse_dynamic
+from .executor.elastic_job import check_elastic_job
 from .executor.flyte_context import FlyteRankContext
 from .executor.rank_start import launched_rank
-from .executor.settings import Horovod, HorovodConfigError
+from .executor.settings import Horovod
 from .local_launcher import run_local_elastic
 from .mpi import adopt, cluster_command, execute_in_world, fill_job_defaults
 
@@ -45,16 +46,7 @@ class HorovodJob(kfmpi.HorovodJob):
         self.horovod = dataclasses.replace(self.horovod, verbose=self.horovod.verbose or bool(self.verbose),
                                            log_level=self.horovod.log_level or self.log_level)
         self.verbose, self.log_level = self.horovod.verbose, self.horovod.log_level
-        if self.horovod.controller != "gloo":
-            raise HorovodConfigError("HorovodJob: elastic Horovod runs on Gloo only; use Horovod(controller='gloo')")
-        if self.horovod.framework == "mxnet":  # horovod.mxnet has no elastic module (0.28.1: TF, Keras, PyTorch)
-            raise HorovodConfigError("HorovodJob: Horovod has no elastic API for MXNet (horovod.mxnet has no "
-                                     "hvd.elastic); use MPIJob for a fixed-size MXNet job")
-        if self.workers is None:
-            raise HorovodConfigError("HorovodJob needs worker=Worker(replicas=N): the number of worker pods")
-        if not self.min_worker_count <= self.workers <= self.max_worker_count:
-            raise HorovodConfigError(f"HorovodJob needs min_workers <= worker.replicas <= max_workers, got "
-                                     f"{self.min_worker_count} <= {self.workers} <= {self.max_worker_count}")
+        check_elastic_job(self.horovod, self.workers, self.min_workers, self.max_workers)
 
     @property
     def workers(self) -> Optional[int]:

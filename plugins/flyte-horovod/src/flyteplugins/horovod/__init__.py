@@ -8,11 +8,12 @@ and its local launcher), imported without flytekit: this package works where fly
 from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigError
 
 from .errors import RankFailedError, RankLostError, StalledRanksError
-from .task import HorovodMPITask, Launcher, MPIJob, RunPolicy, Worker
+from .task import HorovodJob, HorovodMPITask, Launcher, MPIJob, RunPolicy, Worker
 
 __all__ = [
     "Horovod",
     "HorovodConfigError",
+    "HorovodJob",
     "HorovodMPITask",
     "Launcher",
     "MPIJob",

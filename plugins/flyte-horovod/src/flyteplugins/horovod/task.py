@@ -19,10 +19,11 @@ from flyte._task import P, R
 from flyte.extend import AsyncFunctionTaskTemplate, TaskPluginRegistry
 from flyte.models import SerializationContext
 
+from flytekitplugins.horovod.executor.elastic_job import check_elastic_job
 from flytekitplugins.horovod.executor.errors import RankFailedError as RankFailed
 from flytekitplugins.horovod.executor.rank_start import launched_rank
 from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigError, whole_number
-from flytekitplugins.horovod.local_launcher import run_local
+from flytekitplugins.horovod.local_launcher import run_local, run_local_elastic
 
 from .errors import as_flyte_error
 
@@ -95,6 +96,29 @@ class MPIJob:
         return self.worker.replicas * self.slots
 
 
+@dataclass
+class HorovodJob(MPIJob):
+    """``flytekitplugins.horovod.HorovodJob`` for a ``flyte.TaskEnvironment``: an ``MPIJob`` whose local run is an
+    elastic Horovod job on Gloo (``horovodrun`` with a host discovery script of its own, the v1 plugin's launcher).
+
+    ``min_workers`` / ``max_workers``: how few worker hosts the job survives with and how many it grows to (default:
+    ``worker.replicas``, a fixed size); ``elastic_timeout``: how long ``horovodrun`` waits for enough workers, in
+    seconds. The body uses ``hvd.elastic.run`` with a committed state, as in Horovod's elastic examples; the output is
+    the return value of the rank that is rank 0 at the end."""
+
+    min_workers: Optional[int] = None
+    max_workers: Optional[int] = None
+    elastic_timeout: int = 600
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("min_workers", "max_workers", "elastic_timeout"):
+            value = getattr(self, name)
+            if value is not None and not whole_number(value, at_least=1):
+                raise HorovodConfigError(f"{name}={value!r}: must be a whole number, at least 1")
+        check_elastic_job(self.horovod, self.worker.replicas, self.min_workers, self.max_workers)
+
+
 def in_a_rank(func: Callable) -> Callable:
     """``func`` as a rank calls it: a coroutine function run to its end in the rank's own event loop. The wrapper
     keeps ``__wrapped__``, so ``Horovod(framework="auto")`` still reads the framework from the body's code."""
@@ -117,8 +141,8 @@ def as_kwargs(func: Callable, args: tuple, kwargs: Dict[str, Any]) -> Dict[str, 
 
 @dataclass(kw_only=True)
 class HorovodMPITask(AsyncFunctionTaskTemplate):
-    """A Flyte 2 task whose environment's ``plugin_config`` is an ``MPIJob``: the body is the per-rank function, the
-    output rank 0's return value."""
+    """A Flyte 2 task whose environment's ``plugin_config`` is an ``MPIJob`` or a ``HorovodJob`` (elastic): the body is
+    the per-rank function, the output rank 0's return value."""
 
     task_type: str = "mpi"
     task_type_version: int = 1
@@ -138,12 +162,20 @@ class HorovodMPITask(AsyncFunctionTaskTemplate):
         config = self.plugin_config
         from flyte._utils.asyncify import run_sync_in_thread
 
+        body, arguments = in_a_rank(self.func), as_kwargs(self.func, args, kwargs)
         try:
-            results = await run_sync_in_thread(run_local, in_a_rank(self.func), as_kwargs(self.func, args, kwargs),
-                                               num_proc=config.num_ranks, settings=config.horovod, says_where=True)
+            if isinstance(config, HorovodJob):
+                workers = config.worker.replicas
+                result = await run_sync_in_thread(
+                    run_local_elastic, body, arguments, workers=workers, min_workers=config.min_workers or workers,
+                    max_workers=config.max_workers or workers, slots=config.slots, settings=config.horovod,
+                    elastic_timeout=config.elastic_timeout)
+            else:
+                result = (await run_sync_in_thread(run_local, body, arguments, num_proc=config.num_ranks,
+                                                   settings=config.horovod, says_where=True))[0]
         except RankFailed as exc:  # the same on every attempt: Flyte 2 must not retry it
             raise as_flyte_error(exc) from None
-        return results[0].value
+        return result.value
 
     def custom_config(self, sctx: SerializationContext) -> Optional[Dict[str, Any]]:
         """The template's ``custom``: flyteidl2's kubeflow ``DistributedMPITrainingTask`` as JSON (task type ``mpi``,
@@ -178,3 +210,4 @@ def _replica_spec(replicas: Any) -> Any:
 
 
 TaskPluginRegistry.register(config_type=MPIJob, plugin=HorovodMPITask)
+TaskPluginRegistry.register(config_type=HorovodJob, plugin=HorovodMPITask)
