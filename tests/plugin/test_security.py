@@ -33,6 +33,16 @@ def test_an_attack_on_a_running_local_job_does_no_harm(attack):
     assert ran.returncode == 0 and "no harm:" in ran.output, ran.output[-4000:]
 
 
+def test_where_no_network_namespace_can_be_made_the_reason_is_the_kernels():
+    """A process whose user the kernel cannot map (``unshare -U`` without a map: uid 65534 there) may not make a user
+    namespace: ``isolation()`` says so with the kernel's reason (the line the local launcher then warns with)."""
+    probe = "from flytekitplugins.horovod.executor.own_network import isolation; print(isolation())"
+    ran = run_command(["unshare", "-U", sys.executable, "-c", probe], timeout=60)
+    assert ran.returncode == 0, ran.output[-2000:]
+    assert "(None, 'no network namespace could be made here (Operation not permitted, as user 65534)')" in ran.output, \
+        ran.output[-2000:]
+
+
 def test_the_spark_slot_plan_is_taken_only_signed_with_the_job_secret():
     key = os.urandom(32)
     server, port = gloo.start_rendezvous(False, host=LOOPBACK, key=key)

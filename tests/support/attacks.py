@@ -310,10 +310,10 @@ def _listening_ports(pid: int) -> List[int]:
 
 
 def _host_addresses() -> List[str]:
-    """Loopback and this host's own addresses (link-local ones aside)."""
+    """Every address of this host's interfaces, loopback included (link-local ones aside)."""
     import psutil
 
-    found = {"127.0.0.1", "::1"}
+    found = set()
     for entries in psutil.net_if_addrs().values():
         found.update(e.address for e in entries if e.family in (socket.AF_INET, socket.AF_INET6)
                      and not e.address.startswith("fe80"))

@@ -54,11 +54,11 @@ class HorovodJob(kfmpi.HorovodJob):
 
     @property
     def min_worker_count(self) -> int:
-        return self.min_workers if self.min_workers is not None else self.workers
+        return check_elastic_job(self.horovod, self.workers, self.min_workers, self.max_workers)[0]
 
     @property
     def max_worker_count(self) -> int:
-        return self.max_workers if self.max_workers is not None else self.workers
+        return check_elastic_job(self.horovod, self.workers, self.min_workers, self.max_workers)[1]
 
 
 class HorovodElasticFunctionTask(SaysWhere, kfmpi.HorovodFunctionTask):

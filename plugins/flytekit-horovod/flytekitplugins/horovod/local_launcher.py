@@ -22,7 +22,7 @@ from .artifacts import say_where
 from .executor import gloo
 from .executor.classify import DIED, mpirun_failed_rank
 from .executor.errors import InterruptedByUser, exit_quickly
-from .executor.failures import RankFailures
+from .executor.failures import HOST_ENV, RankFailures, this_host
 from .executor.flyte_context import FlyteRankContext
 from .executor.job_secret import with_job_secret
 from .executor.launcher_exit import LauncherExitWatch
@@ -110,8 +110,10 @@ def run_local(
     rendezvous = None
     try:
         if settings.controller == "mpi":
-            args = mpirun_command(num_proc, sorted(extra), command)
             enter = _own_network()
+            if enter is not None:  # the ranks see no address of this host's: they name it as the launcher does
+                extra, env = {**extra, HOST_ENV: this_host()}, {**env, HOST_ENV: this_host()}
+            args = mpirun_command(num_proc, sorted(extra), command)
             _verbose(settings, "running %s%s", " ".join(args), " in a network namespace of its own" if enter else "")
             processes.start("mpirun", args, env, prefix=None, die_with_parent=True, enter=enter)
             exited = LauncherExitWatch(job_dir, "mpirun", num_proc)
@@ -252,10 +254,10 @@ def gave_up_on(exited: LauncherExitWatch, failures: RankFailures) -> bool:
 
 
 def _own_network() -> Optional[Callable[[], None]]:
-    """Where ``mpirun`` starts: a network namespace of its own (``own_network``); where there can be none, one line
-    says that other hosts can reach its listeners, and what to do."""
+    """Where ``mpirun`` starts: a network namespace of its own (``own_network``; ``FLYTE_HOROVOD_MPIRUN_NETWORK=host``
+    asks for none); where there can be none, one line says that other hosts can reach its listeners, and what to do."""
     enter, why = isolation()
-    if enter is None:
+    if why:
         logger.warning("mpirun's listeners can be reached from other hosts during this run: %s; to keep them off the "
                        "network, %s", why, HOW_TO_ALLOW)
     return enter

@@ -101,14 +101,14 @@ class HorovodJob(MPIJob):
     """``flytekitplugins.horovod.HorovodJob`` for a ``flyte.TaskEnvironment``: an ``MPIJob`` whose local run is an
     elastic Horovod job on Gloo (``horovodrun`` with a host discovery script of its own, the v1 plugin's launcher).
 
-    ``min_workers`` / ``max_workers``: how few worker hosts the job survives with and how many it grows to (default:
-    ``worker.replicas``, a fixed size); ``elastic_timeout``: how long ``horovodrun`` waits for enough workers, in
+    ``min_workers`` / ``max_workers``: how few worker hosts the job survives with and how many it grows to (unset:
+    ``worker.replicas``, a fixed size, filled in when made); ``elastic_timeout``: how long ``horovodrun`` waits for enough workers, in
     seconds. The body uses ``hvd.elastic.run`` with a committed state, as in Horovod's elastic examples; the output is
     the return value of the rank that is rank 0 at the end."""
 
     min_workers: Optional[int] = None
     max_workers: Optional[int] = None
-    elastic_timeout: int = 600
+    elastic_timeout: int = 1200
 
     def __post_init__(self):
         super().__post_init__()
@@ -116,7 +116,8 @@ class HorovodJob(MPIJob):
             value = getattr(self, name)
             if value is not None and not whole_number(value, at_least=1):
                 raise HorovodConfigError(f"{name}={value!r}: must be a whole number, at least 1")
-        check_elastic_job(self.horovod, self.worker.replicas, self.min_workers, self.max_workers)
+        self.min_workers, self.max_workers = check_elastic_job(self.horovod, self.worker.replicas, self.min_workers,
+                                                               self.max_workers)
 
 
 def in_a_rank(func: Callable) -> Callable:
@@ -165,10 +166,9 @@ class HorovodMPITask(AsyncFunctionTaskTemplate):
         body, arguments = in_a_rank(self.func), as_kwargs(self.func, args, kwargs)
         try:
             if isinstance(config, HorovodJob):
-                workers = config.worker.replicas
                 result = await run_sync_in_thread(
-                    run_local_elastic, body, arguments, workers=workers, min_workers=config.min_workers or workers,
-                    max_workers=config.max_workers or workers, slots=config.slots, settings=config.horovod,
+                    run_local_elastic, body, arguments, workers=config.worker.replicas, min_workers=config.min_workers,
+                    max_workers=config.max_workers, slots=config.slots, settings=config.horovod,
                     elastic_timeout=config.elastic_timeout)
             else:
                 result = (await run_sync_in_thread(run_local, body, arguments, num_proc=config.num_ranks,

@@ -7,7 +7,8 @@
   ``FlyteRecoverableException``), and ``RankFailures.error`` raises that one;
 - ``InterruptedByUser``: Ctrl-C, no failure at all.
 
-Both SDK layers (``flytekitplugins.horovod`` and ``flyteplugins.horovod``) export these same classes.
+Both SDK layers (``flytekitplugins.horovod`` and ``flyteplugins.horovod``) export these classes, as they are or as
+subclasses their SDK tells apart (retryable or not).
 """
 
 import atexit
@@ -51,14 +52,21 @@ class InterruptedByUser(RuntimeError):
 def exit_quickly() -> None:
     """After Ctrl-C the user waits for the prompt: at exit, skip the interpreter's last garbage collections (over
     TensorFlow's, torch's and flytekit's objects they take 1.8 s of CPU on an idle machine, 0.3 s without, and several
-    times that on a busy one). Every atexit handler still runs and reference counting still frees what it frees."""
+    times that on a busy one). Reference counting still frees what it frees."""
     global _exits_quickly
-    if not _exits_quickly:
-        _exits_quickly = True
-        atexit.register(lambda: (gc.disable(), gc.freeze()))
+    _exits_quickly = True
+
+
+def _skip_last_collections() -> None:
+    if _exits_quickly:
+        gc.disable()
+        gc.freeze()
 
 
 _exits_quickly = False
+# registered when the runtime is imported, so that it runs after the atexit handlers registered later (flytekit's,
+# Spark's, the task's own) have run with the collector as it was
+atexit.register(_skip_last_collections)
 
 
 _lost_error = RankLostError  # what ``lost_error()`` returns: the SDK layer's own, once one names it

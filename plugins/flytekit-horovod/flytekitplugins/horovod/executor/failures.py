@@ -38,11 +38,17 @@ class RankFailure:
         return headline(self.kind, self.rank, self.host)
 
 
+HOST_ENV = "FLYTE_HOROVOD_HOST"  # this_host() as the launcher saw it, for ranks that cannot see the host's addresses
+
+
 def this_host() -> str:
     """How a person finds this machine: ``hostname (address)``, the address its ranks are known by (Horovod's
-    ``HOROVOD_HOSTNAME``) or else its first non-loopback address."""
+    ``HOROVOD_HOSTNAME``) or else its first non-loopback address; in a rank of a local ``mpirun`` job (a network
+    namespace of its own, ``own_network``), the launcher's, which it passes as ``HOST_ENV``."""
     from .liveness import ipv4_addresses
 
+    if os.environ.get(HOST_ENV):
+        return os.environ[HOST_ENV]
     name = socket.gethostname()
     address = os.environ.get("HOROVOD_HOSTNAME", "")
     if not address or address.startswith("127.") or address == "localhost":
