@@ -185,8 +185,9 @@ def _stalled(command: Sequence[str]) -> Callable[[], bool]:
 def run(command: Sequence[str], slots: int) -> int:
     """Run the launcher ``command`` with ``slots`` per worker; own the task's error when it fails. Returns 0, or 1
     after writing ``error.pb`` where ``FLYTE_FAIL_ON_ERROR`` is true (an error writing it is raised: the pod then
-    fails, as it would without this launcher). The command gets SIGTERM when this process ends (the kubelet stopping
-    the pod), and stops its ranks."""
+    fails, as it would without this launcher). Run by ``main``, SIGTERM (the kubelet stopping the pod) stops the command
+    and whatever it started (SIGTERM, SIGKILL 5 s later), then ends this process with 143: ``horovodrun``'s own shutdown can wait
+    for ever on a rank that is gone. The command also gets SIGTERM if this process dies otherwise."""
     from flytekit.core.constants import FLYTE_FAIL_ON_ERROR
     from flytekit.core.utils import str2bool
 
@@ -213,6 +214,9 @@ def run(command: Sequence[str], slots: int) -> int:
         logger.error("the launcher failed; the task's error: %s", error)
         write_task_error(command, error)
         return 1 if str2bool(os.getenv(FLYTE_FAIL_ON_ERROR)) else 0
+    except (KeyboardInterrupt, SystemExit):  # SIGTERM (stopped_by_sigterm) or Ctrl-C
+        processes.stop()
+        raise
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         _remove_marks(command)
@@ -261,7 +265,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if not whole_number(args.slots, at_least=1) or not command:
         parser.error(f"--slots={args.slots} must be at least 1, followed by -- and the launcher command")
     logging.basicConfig(level=logging.INFO, format="[horovod launcher] %(message)s")
-    sys.exit(run(command, args.slots))
+    from .executor.processes import stopped_by_sigterm
+
+    sys.exit(stopped_by_sigterm(run)(command, args.slots))
 
 
 if __name__ == "__main__":

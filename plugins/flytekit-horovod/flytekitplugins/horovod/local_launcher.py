@@ -5,16 +5,13 @@ starts each rank with Horovod's environment contract (what ``horovodrun --gloo``
 per-rank middleman processes); for MPI, ``mpirun`` starts them. Each rank writes its result to the job folder.
 """
 
-import functools
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
@@ -29,7 +26,7 @@ from .executor.launcher_exit import LauncherExitWatch
 from .executor.loopback import LOOPBACK, LOOPBACK_ENV
 from .executor.noise import quiet_env
 from .executor.own_network import HOW_TO_ALLOW, isolation
-from .executor.processes import PARENT_PID_ENV, Processes
+from .executor.processes import PARENT_PID_ENV, Processes, stopped_by_sigterm
 from .executor.rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
 from .executor.rank_output import RankOutput
 from .executor.settings import Horovod, whole_number
@@ -37,26 +34,6 @@ from .executor.settings import Horovod, whole_number
 logger = logging.getLogger("flytekitplugins.horovod")
 
 
-Launch = TypeVar("Launch", bound=Callable[..., Any])
-
-
-def stopped_by_sigterm(launch: Launch) -> Launch:
-    """``launch`` (in the main thread) taking SIGTERM (a ``timeout``, a scheduler) as Ctrl-C: ``SystemExit``, so that
-    its ranks are stopped and its job folder removed, where SIGTERM's default action would end the process at once."""
-    def on_sigterm(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    @functools.wraps(launch)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread() is not threading.main_thread():
-            return launch(*args, **kwargs)
-        previous = signal.signal(signal.SIGTERM, on_sigterm)
-        try:
-            return launch(*args, **kwargs)
-        finally:
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-
-    return guarded  # type: ignore[return-value]
 
 
 def mpirun_command(num_proc: int, env_names: Sequence[str], command: List[str]) -> List[str]:

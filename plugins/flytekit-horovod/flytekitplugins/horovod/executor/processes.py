@@ -7,13 +7,14 @@ lines, as ``horovodrun`` prints them); the last lines of each process are kept f
 
 import collections
 import contextlib
+import functools
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import Callable, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, TypeVar
 
 from horovod.runner.common.util.safe_shell_exec import GRACEFUL_TERMINATION_TIME_S, prefix_connection
 
@@ -41,6 +42,28 @@ def pdeathsig_setter(sig: int = signal.SIGTERM) -> Callable[[], None]:
     except Exception:
         return lambda: None
     return lambda: prctl(_PR_SET_PDEATHSIG, int(sig))
+
+
+Launch = TypeVar("Launch", bound=Callable[..., Any])
+
+
+def stopped_by_sigterm(launch: Launch) -> Launch:
+    """``launch`` (in the main thread) taking SIGTERM (a ``timeout``, a scheduler, the kubelet) as Ctrl-C: ``SystemExit``, so that
+    its ranks are stopped and its job folder removed, where SIGTERM's default action would end the process at once."""
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    @functools.wraps(launch)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return launch(*args, **kwargs)
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+        try:
+            return launch(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+    return guarded  # type: ignore[return-value]
 
 
 def die_with_launcher() -> None:
