@@ -34,8 +34,6 @@ from .executor.settings import Horovod, whole_number
 logger = logging.getLogger("flytekitplugins.horovod")
 
 
-
-
 def mpirun_command(num_proc: int, env_names: Sequence[str], command: List[str]) -> List[str]:
     """``mpirun`` for ``num_proc`` ranks on this host.
 
@@ -89,7 +87,8 @@ def run_local(
         if settings.controller == "mpi":
             enter = _own_network()
             if enter is not None:  # the ranks see no address of this host's: they name it as the launcher does
-                extra, env = {**extra, HOST_ENV: this_host()}, {**env, HOST_ENV: this_host()}
+                host = {HOST_ENV: this_host()}
+                extra, env = {**extra, **host}, {**env, **host}
             args = mpirun_command(num_proc, sorted(extra), command)
             _verbose(settings, "running %s%s", " ".join(args), " in a network namespace of its own" if enter else "")
             processes.start("mpirun", args, env, prefix=None, die_with_parent=True, enter=enter)

@@ -48,8 +48,9 @@ Launch = TypeVar("Launch", bound=Callable[..., Any])
 
 
 def stopped_by_sigterm(launch: Launch) -> Launch:
-    """``launch`` (in the main thread) taking SIGTERM (a ``timeout``, a scheduler, the kubelet) as Ctrl-C: ``SystemExit``, so that
-    its ranks are stopped and its job folder removed, where SIGTERM's default action would end the process at once."""
+    """``launch`` (in the main thread) taking SIGTERM (a ``timeout``, a scheduler, the kubelet) as Ctrl-C:
+    ``SystemExit``, so that its ranks are stopped and its job folder removed, where SIGTERM's default action would end
+    the process at once."""
     def on_sigterm(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)
 
