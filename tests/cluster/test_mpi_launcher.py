@@ -160,8 +160,8 @@ def test_workers_the_launcher_cannot_reach_fail_the_task_with_the_launcher_s_out
 
 
 def test_a_launcher_asked_to_stop_stops_its_ranks(flows_registration, tmp_path):
-    """The kubelet stops a pod with SIGTERM (Flyte aborting the task): the launcher ends, and so do horovodrun and the
-    ranks it started (they get SIGTERM when the launcher is gone)."""
+    """The kubelet stops a pod with SIGTERM (Flyte aborting the task): the launcher stops horovodrun and the ranks it
+    started (``stopped_by_sigterm``), then ends with 143, and no process of the job is left."""
     import signal
     from concurrent.futures import ThreadPoolExecutor
 
