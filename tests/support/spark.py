@@ -1,17 +1,30 @@
 """The local Spark session of the workflow's tasks, for tests and benchmarks."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
 def local_spark(app_name: str = "rossmann-tests", **conf: str) -> Any:
     """The session a local run of the workflow's Spark tasks gets: flytekitplugins-spark's local session with the
     workflow's SPARK_CONF, ``conf`` on top (``spark_sql_shuffle_partitions="2"`` for ``spark.sql.shuffle.partitions``).
-    Differs in one place: Spark logs only errors (quieter output, no effect on what runs)."""
+    Its driver JVM starts with the options a local run's does (``use_quick_start_jvm``; ``SPARK_SUBMIT_OPTS`` is put
+    back after, so the commands tests run get this process's environment as it was). Differs in one place: Spark
+    logs only errors (quieter output, no effect on what runs)."""
     from flytekitplugins.spark.task import new_spark_session
 
+    from flytekitplugins.horovod.local_driver import use_quick_start_jvm
     from workflows.rossmann import SPARK_CONF
 
-    session = new_spark_session(app_name, {**SPARK_CONF, **{k.replace("_", "."): v for k, v in conf.items()}})
+    spark_conf = {**SPARK_CONF, **{k.replace("_", "."): v for k, v in conf.items()}}
+    submit_opts = os.environ.get("SPARK_SUBMIT_OPTS")
+    use_quick_start_jvm(spark_conf)
+    try:
+        session = new_spark_session(app_name, spark_conf)
+    finally:
+        if submit_opts is None:
+            os.environ.pop("SPARK_SUBMIT_OPTS", None)
+        else:
+            os.environ["SPARK_SUBMIT_OPTS"] = submit_opts
     session.sparkContext.setLogLevel("ERROR")
     return session

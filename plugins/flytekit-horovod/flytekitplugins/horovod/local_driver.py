@@ -1,31 +1,42 @@
-"""The Spark driver of a local run, started quiet: what ``pyflyte run`` of any Spark task starts (a plain
+"""The Spark driver of a local run, started quick and quiet: what ``pyflyte run`` of any Spark task starts (a plain
 flytekitplugins-spark one too, as the first task of a workflow often is) and ``HorovodRunner`` outside Flyte.
 
-Spark's driver JVM reads its logging set-up and its address once, when it starts: from ``SPARK_SUBMIT_OPTS`` and
-``SPARK_LOCAL_IP``. Set here, where unset, before the first local session: the address Spark binds a local driver to
-(flytekitplugins-spark binds it to 127.0.0.1, and without the variable Spark warns that the host name "resolves to a
-loopback address" and advertises another one), and ``log4j2-local.properties`` (Spark's defaults less the lines a
-local run always prints and no one can act on). The native start-up lines of the JVM and of TensorFlow (in the driver,
-the Python workers and the ranks) are filtered from here on (``executor.native_lines``). ``FLYTE_HOROVOD_VERBOSE=1``
-leaves all of it as it is.
+Spark's driver JVM reads its options, logging set-up and address once, when it starts: from ``SPARK_SUBMIT_OPTS`` and
+``SPARK_LOCAL_IP``. Set here, before the first local session: ``QUICK_START_JVM_OPTIONS`` (a local run is small
+jobs for seconds to minutes; docs/spark-route.md has the rule and the figures), each unless the user's own JVM
+options make that choice; the address Spark binds a local driver to, where unset (flytekitplugins-spark binds it to
+127.0.0.1, and without the variable Spark warns that the host name "resolves to a loopback address" and advertises
+another one); and ``log4j2-local.properties`` (Spark's defaults less the lines a local run always prints and no one
+can act on). The native start-up lines of the JVM and of TensorFlow (in the driver, the Python workers and the ranks)
+are filtered from here on (``executor.native_lines``). ``FLYTE_HOROVOD_VERBOSE=1`` leaves the logging and those lines
+as they are.
 """
 
 import functools
 import os
+import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .executor.native_lines import filter_native_stderr
 from .executor.noise import verbose
 
 LOOPBACK = "127.0.0.1"
 LOG4J_FILE = Path(__file__).with_name("log4j2-local.properties")
+# each quick-start option, and what in the user's own JVM options already makes its choice (two collectors chosen at
+# once stop the JVM from starting; a repeated JIT option is harmless, but the user's choice stands)
+QUICK_START_JVM_OPTIONS = {"-XX:TieredStopAtLevel=1": re.compile(r"-XX:(TieredStopAtLevel=|[+-]TieredCompilation\b)"),
+                           "-XX:+UseSerialGC": re.compile(r"-XX:[+-]Use\w*GC\b")}
+JAVA_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS")
+DRIVER_JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions")
 
 
-def quiet_local_driver() -> None:
-    """Make the Spark driver JVM this process starts from now on bind to loopback quietly (see the module doc)."""
+def set_up_local_driver(spark_conf: Mapping[str, str]) -> None:
+    """Make the Spark driver JVM this process starts from now on, with ``spark_conf``, start quickly and bind to
+    loopback quietly (see the module doc)."""
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    use_quick_start_jvm(spark_conf)
     if verbose():
         return
     options = os.environ.get("SPARK_SUBMIT_OPTS", "")
@@ -36,8 +47,21 @@ def quiet_local_driver() -> None:
     filter_native_stderr()  # the JVM's and TensorFlow's start-up notices, here and in the workers and ranks
 
 
-def quiet_in_local_runs(pre_execute: Callable[..., Any]) -> Callable[..., Any]:
-    """A Spark task's ``pre_execute`` (which starts the session) that first calls ``quiet_local_driver`` in a local
+def use_quick_start_jvm(spark_conf: Mapping[str, str]) -> None:
+    """Put each of ``QUICK_START_JVM_OPTIONS`` in ``SPARK_SUBMIT_OPTS``, for the driver JVM this process starts from now
+    on with ``spark_conf``, unless ``SPARK_SUBMIT_OPTS``, Java's own option variables or ``spark_conf``'s driver Java
+    options already make its choice."""
+    submit = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    for option in QUICK_START_JVM_OPTIONS:  # set by an earlier call, for a conf that may have differed
+        submit = re.sub(rf"(^|\s){re.escape(option)}(?=\s|$)", "", submit)
+    users = " ".join([submit, *(os.environ.get(name, "") for name in JAVA_OPTION_VARIABLES),
+                      *(spark_conf.get(key, "") for key in DRIVER_JAVA_OPTIONS)])
+    chosen = [option for option, choice in QUICK_START_JVM_OPTIONS.items() if not choice.search(users)]
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join([submit.strip(), *chosen]).strip()
+
+
+def sets_up_local_driver(pre_execute: Callable[..., Any]) -> Callable[..., Any]:
+    """A Spark task's ``pre_execute`` (which starts the session) that first calls ``set_up_local_driver`` in a local
     run; on a cluster the driver is started before the task runs."""
     from flytekit import FlyteContextManager
     from flytekit.extend import ExecutionState
@@ -46,7 +70,7 @@ def quiet_in_local_runs(pre_execute: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(self, user_params):
         state = FlyteContextManager.current_context().execution_state
         if not (state and state.mode == ExecutionState.Mode.TASK_EXECUTION):
-            quiet_local_driver()
+            set_up_local_driver(self.task_config.spark_conf or {})
         return pre_execute(self, user_params)
 
     return wrapper

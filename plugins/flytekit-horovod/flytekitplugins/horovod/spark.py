@@ -28,7 +28,7 @@ from .executor.rank_output import log_dir
 from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .horovod_deck import add_horovod_deck
 from .interrupt import stops_spark_on_interrupt
-from .local_driver import LOOPBACK, quiet_in_local_runs, quiet_local_driver
+from .local_driver import LOOPBACK, set_up_local_driver, sets_up_local_driver
 from .spark_context import CONTEXT_ATTR, HorovodSparkContext, current_horovod_spark
 from .spark_launcher import spark_slots
 
@@ -101,7 +101,7 @@ def prepare_local_session(num_proc: int, spark_conf: Optional[Dict[str, str]] = 
         conf.setdefault("spark.driver.bindAddress", LOOPBACK)
         conf.setdefault("spark.driver.host", LOOPBACK)
         conf.setdefault("spark.ui.enabled", "false")
-        quiet_local_driver()
+        set_up_local_driver(conf)
     return conf
 
 
@@ -208,6 +208,6 @@ class HorovodSparkFunctionTask(SaysWhere, PysparkFunctionTask):
 
 TaskPlugins.register_pythontask_plugin(HorovodSpark, HorovodSparkFunctionTask)
 # every Spark task, the plain ones of flytekitplugins-spark too, ends a Ctrl-C as InterruptedByUser (see interrupt), and
-# starts a local run's driver quiet (see local_driver)
+# starts a local run's driver quick and quiet (see local_driver)
 PysparkFunctionTask.execute = stops_spark_on_interrupt(PysparkFunctionTask.execute)
-PysparkFunctionTask.pre_execute = quiet_in_local_runs(PysparkFunctionTask.pre_execute)
+PysparkFunctionTask.pre_execute = sets_up_local_driver(PysparkFunctionTask.pre_execute)
