@@ -2,6 +2,7 @@
 
 import html
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -37,16 +38,20 @@ def test_two_slots_on_one_worker_allreduce(pyflyte_run):
 
 
 def test_settings_reach_every_rank_and_timeline_is_written(pyflyte_run, tmp_path):
+    """The task's settings reach both ranks; the two ranks on this host split its cores between their compute threads
+    (TensorFlow's pools), and a thread count the user set (OpenMP's, here) is kept."""
     timeline = tmp_path / "timeline.json"
-    ran = pyflyte_run(FLOWS, "settings_wf", env={"TEST_HOROVOD_TIMELINE": str(timeline)})
+    ran = pyflyte_run(FLOWS, "settings_wf", env={"TEST_HOROVOD_TIMELINE": str(timeline), "OMP_NUM_THREADS": "3"})
     assert ran.returncode == 0, ran.output[-3000:]
-    seen = re.findall(r"rank=(\d),HOROVOD_FUSION_THRESHOLD=(\w+),HOROVOD_CYCLE_TIME=([\w.]+),HOROVOD_TIMELINE=(\S+?)['\]]",
-                      ran.output)
+    seen = re.findall(r"rank=(\d),HOROVOD_FUSION_THRESHOLD=(\w+),HOROVOD_CYCLE_TIME=([\w.]+),HOROVOD_TIMELINE=([^,]+),"
+                      r"OMP_NUM_THREADS=(\w+),TF_NUM_INTRAOP_THREADS=(\w+),TF_NUM_INTEROP_THREADS=(\w+)['\]]", ran.output)
     assert sorted(rank for rank, *_ in seen) == ["0", "1"], ran.output[-3000:]
-    for _, fusion, cycle, path in seen:
+    share = str(max(1, len(os.sched_getaffinity(0)) // 2))
+    for _, fusion, cycle, path, omp, intra, inter in seen:
         assert fusion == str(32 * 1024 * 1024)
         assert cycle == "2.5"
         assert path == str(timeline)
+        assert (omp, intra, inter) == ("3", share, share)
     text = timeline.read_text()
     assert text.startswith("[")
     text = text.rstrip()

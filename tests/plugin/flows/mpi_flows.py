@@ -54,14 +54,15 @@ AUTOTUNE_LOG = os.environ.get("TEST_HOROVOD_AUTOTUNE_LOG") or None
     enable_deck=True,
 )
 def settings_seen() -> typing.List[str]:
-    """Each rank's view of the Horovod variables, gathered on rank 0."""
+    """Each rank's view of the Horovod variables and its compute threads, gathered on rank 0."""
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
     print(f"rank {hvd.rank()} says hello", flush=True)  # rank 0's line on the console, every rank's in the log
     for _ in range(20):
         hvd.allreduce(tf.constant(1.0))  # something for the timeline and autotune to record
-    keys = ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_TIMELINE")
+    keys = ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_TIMELINE", "OMP_NUM_THREADS",
+            "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
     mine = f"rank={hvd.rank()}," + ",".join(f"{k}={os.environ.get(k)}" for k in keys)
     return [str(x) for x in hvd.allgather_object(mine)]
 

@@ -20,6 +20,9 @@ logger = logging.getLogger("flytekitplugins.horovod")
 # Set by mpirun (OpenMPI), horovodrun / horovod.runner (HOROVOD_RANK) and MPICH / Intel MPI (PMI_RANK).
 RANK_ENV_VARS = ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "PMI_RANK")
 SIZE_ENV_VARS = ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "PMI_SIZE")
+LOCAL_SIZE_ENV_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "HOROVOD_LOCAL_SIZE", "MPI_LOCALNRANKS")
+# The compute threads of OpenMP (oneDNN, torch's intra-op pool) and TensorFlow's two pools, read at import
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 
 def _from_env(names: Sequence[str]) -> Optional[int]:
@@ -39,6 +42,19 @@ def launched_size() -> Optional[int]:
     return _from_env(SIZE_ENV_VARS)
 
 
+def share_cores_between_local_ranks() -> None:
+    """Give each compute-thread setting this rank has not got (``THREAD_ENV_VARS``) its share of the host's cores:
+    the cores this process may run on, divided by the ranks on this host. The frameworks' defaults take every core
+    in every rank, so N ranks on a host ran N times as many compute threads as cores. Never more threads than the
+    defaults; where the launcher gives no local size, nothing changes."""
+    local_size = _from_env(LOCAL_SIZE_ENV_VARS)
+    if not local_size or local_size < 2:
+        return
+    threads = str(max(1, len(os.sched_getaffinity(0)) // local_size))
+    for name in THREAD_ENV_VARS:
+        os.environ.setdefault(name, threads)
+
+
 def configure_rank_logging(rank: int, size: int) -> None:
     """In a rank's own process: prefix its log lines with its rank, so interleaved output stays readable."""
     fmt = f"[rank {rank}/{size}] %(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -54,10 +70,12 @@ def configure_rank_logging(rank: int, size: int) -> None:
 
 def start_rank(settings: Horovod) -> Tuple[int, int]:
     """Prepare this process as one Horovod rank: the settings in its environment, the known noise filtered (``noise``),
-    ``hvd.init()`` of the chosen framework, rank-prefixed logs. Horovod's services bind loopback in a local run, an
+    each framework's compute threads a share of the host's cores, ``hvd.init()`` of the chosen framework,
+    rank-prefixed logs. Horovod's services bind loopback in a local run, an
     elastic rank signs its address for the rendezvous. Returns (rank, size)."""
     os.environ[SETTINGS_ENV] = settings.to_json()
     os.environ.update(settings.env())
+    share_cores_between_local_ranks()  # before hvd.init() imports the framework
     quiet_this_process(settings.verbose)
     bind_horovod_to_loopback()
     if os.environ.get("HOROVOD_ELASTIC") == "1":
