@@ -53,7 +53,8 @@ ENV VENV=/opt/venv \
     PYSPARK_PYTHON=/opt/venv/bin/python3
 
 # Dependencies first, so code changes do not reinstall them. The editable install of this project only needs its
-# package folders to exist; the real code is copied over them below.
+# package folders to exist (and the Flyte 2 plugin's flytekit-plugin module, which `import flytekit` loads); the real
+# code is copied over them below.
 COPY pyproject.toml constraints.txt README.md /root/
 COPY plugins/flytekit-horovod/pyproject.toml plugins/flytekit-horovod/README.md /root/plugins/flytekit-horovod/
 COPY plugins/flyte-horovod/pyproject.toml plugins/flyte-horovod/README.md /root/plugins/flyte-horovod/
@@ -70,7 +71,8 @@ RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod/executor plugins/f
              rossmann \
     && touch plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py \
              plugins/flytekit-horovod/flytekitplugins/horovod/executor/__init__.py \
-             plugins/flyte-horovod/src/flyteplugins/horovod/__init__.py rossmann/__init__.py
+             plugins/flyte-horovod/src/flyteplugins/horovod/__init__.py \
+             plugins/flyte-horovod/src/flyteplugins/horovod_migrate.py rossmann/__init__.py
 # The Horovod wheel the build command makes is kept in a BuildKit cache (.cache/horovod), so a rebuild does not
 # recompile it.
 RUN --mount=type=cache,target=/root/.cache \

@@ -4,8 +4,9 @@ virtual environment that already has other versions of flytekit (and pyspark) wi
 tops are this project's pins, which the rest of the suite runs on.
 
 The fresh environment borrows TensorFlow and the Horovod build from this project's environment through a ``.pth``
-file (Horovod must be built against the framework, which takes minutes); everything pip installs in it shadows
-what is borrowed, so the versions under test are the ones that run."""
+file (Horovod must be built against the framework, which takes minutes), with the source folder of the editable Flyte 2
+plugin, whose borrowed metadata declares a flytekit plugin; everything pip installs in it shadows what is borrowed, so
+the versions under test are the ones that run."""
 
 import os
 import re
@@ -28,7 +29,12 @@ def _fresh_venv(path: Path) -> Path:
     python = path / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
-    Path(site, "borrowed-framework.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    borrowed = Path(sysconfig.get_paths()["purelib"])
+    # and the plain folders this environment's own editable installs put on its path (the Flyte 2 plugin's source):
+    # their borrowed metadata names a flytekit plugin module there, which `import flytekit` loads
+    folders = [line for pth in sorted(borrowed.glob("__editable__.*.pth")) for line in pth.read_text().splitlines()
+               if line.strip() and not line.startswith("import ")]
+    Path(site, "borrowed-framework.pth").write_text("\n".join([str(borrowed), *folders]) + "\n")
     return python
 
 
