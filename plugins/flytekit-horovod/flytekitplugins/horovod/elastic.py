@@ -43,8 +43,7 @@ class HorovodJob(kfmpi.HorovodJob):
     def __post_init__(self):
         fill_job_defaults(self, {"min_workers": self.min_workers, "max_workers": self.max_workers,
                                  "elastic_timeout": self.elastic_timeout})
-        self.horovod = dataclasses.replace(self.horovod, verbose=self.horovod.verbose or bool(self.verbose),
-                                           log_level=self.horovod.log_level or self.log_level)
+        self.horovod = self.horovod.with_kfmpi_logging(self.verbose, self.log_level)
         self.verbose, self.log_level = self.horovod.verbose, self.horovod.log_level
         check_elastic_job(self.horovod, self.workers, self.min_workers, self.max_workers)
 

@@ -7,7 +7,6 @@ private module: the ``migrate`` extra pins the versions this was tested with). `
 registers these when flyte-migrate loads flytekit.
 """
 
-import dataclasses
 from typing import Any, Dict, Optional
 
 from flytekitplugins.horovod.executor.settings import Horovod
@@ -58,8 +57,6 @@ def horovod_job(v1_config: Any) -> HorovodJob:
     ``log_level`` go into the Horovod settings as the v1 plugin puts them (it has done so already for its own).
     ``discovery_script_path`` names the operator's script in a cluster's launcher pod; a local run writes its own."""
     common = _common(v1_config)
-    common["horovod"] = dataclasses.replace(common["horovod"],
-                                            verbose=common["horovod"].verbose or bool(v1_config.verbose),
-                                            log_level=common["horovod"].log_level or v1_config.log_level)
+    common["horovod"] = common["horovod"].with_kfmpi_logging(v1_config.verbose, v1_config.log_level)
     return HorovodJob(**common, min_workers=getattr(v1_config, "min_workers", None),
                       max_workers=getattr(v1_config, "max_workers", None), elastic_timeout=v1_config.elastic_timeout)

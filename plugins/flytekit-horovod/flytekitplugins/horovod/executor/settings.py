@@ -217,6 +217,11 @@ class Horovod:
                            getattr(fn, "__qualname__", fn), FRAMEWORKS[framework])
         return dataclasses.replace(self, framework=framework)
 
+    def with_kfmpi_logging(self, verbose: Optional[bool], log_level: Optional[str]) -> "Horovod":
+        """These settings with kfmpi ``HorovodJob``'s ``verbose`` and ``log_level`` where they leave them unset (the v1
+        ``HorovodJob``, and the Flyte 2 one ``pyflyte-migrate`` makes from a v1 config)."""
+        return dataclasses.replace(self, verbose=self.verbose or bool(verbose), log_level=self.log_level or log_level)
+
     def files_in(self, folder: str) -> "Horovod":
         """These settings with a relative ``timeline_filename`` or ``autotune_log_file`` made a whole path in
         ``folder`` (a task's working directory): Horovod would write it relative to wherever each rank started."""
