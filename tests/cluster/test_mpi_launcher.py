@@ -7,6 +7,7 @@ not written in this test. localhost stands for every worker pod: ``allreduce_mpi
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -200,16 +201,19 @@ def test_ranks_out_of_step_are_the_named_user_error_the_launcher_writes(flows_re
     template = flows_registration.task(f"{FLOWS}.{task}")
     attempt = Attempt(tmp_path / "attempt")
     attempt.write_inputs(template, {})
-    started = time.monotonic()
     ran = mpi_launcher(template, attempt, tmp_path)
-    seconds = time.monotonic() - started
+    ended = time.time()
     assert attempt.error_files() == ["error.pb"], ran.output[-4000:]
     error = errors_pb2.ErrorDocument.FromString((attempt.output_prefix / "error.pb").read_bytes()).error
     assert error.kind == errors_pb2.ContainerError.NON_RECOVERABLE, error.message
     first = error.message.splitlines()[0]
     assert "StalledRanksError" in error.message and "rank 1 never submitted allreduce.epoch_metric" in error.message, \
         error.message
-    assert seconds < 8 + 15 + 30, (seconds, first)  # the setting + 15 s, + starting TensorFlow in two ranks
+    # From the moment rank 0 left the warm-up allreduce (the stall begins) to the launcher's exit: the setting + 15 s.
+    # Starting the ranks (flytekit, torch and Horovod imports) is not what this times: 9-18 s on an idle machine, and
+    # the whole run took 54.6 s beside the other tests in CI (bound 53 s then, start included).
+    stalled_from = float(re.search(r"rank 0 out of step from ([0-9.]+)", ran.output).group(1))
+    assert ended - stalled_from < 8 + 15, (ended - stalled_from, first)
     time.sleep(0.5)
     assert _leftovers(ran.marker) == []
 

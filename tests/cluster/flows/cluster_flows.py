@@ -169,6 +169,7 @@ def _rank_one_out_of_step() -> float:
     import torch
 
     hvd.allreduce(torch.tensor(1.0), name="warm_up")
+    print(f"rank {hvd.rank()} out of step from {time.time():.3f}", flush=True)  # the stall begins: tests time from here
     if hvd.rank() == 1:
         time.sleep(600)  # a data loader that never yields
     return float(hvd.allreduce(torch.tensor(1.0), name="epoch_metric"))

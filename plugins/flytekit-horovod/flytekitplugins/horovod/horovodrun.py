@@ -53,7 +53,12 @@ def rank_commands(path: str, run_command: str) -> Callable:
         local = network.resolve_host_address(slot_info.hostname) in network.get_local_host_addresses()
         slot_env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in create_slot_env_vars(slot_info).items())
         source = f"cat {shlex.quote(path)}" if local else "cat"
-        return f'eval "$({source})" && exec env {slot_env} {run_command}'
+        # Horovod stops a job's ranks by SIGTERM to its shells' children, then SIGSTOPs each shell and kills it 5 s
+        # later (safe_shell_exec.terminate_executor_shell_and_children): a local rank stays its shell's child, so it
+        # gets the SIGTERM and its shell ends with it. A remote rank replaces its shell, so that it is sshd's child and
+        # its parent-death signal (elastic ranks) follows the ssh session.
+        run = "" if local else "exec "
+        return f'eval "$({source})" && {run}env {slot_env} {run_command}'
 
     return slot_info_to_command
 

@@ -188,18 +188,19 @@ def execute_in_world(task: PythonFunctionTask, kwargs: Dict[str, Any]) -> Any:
         code = 0
     except Exception as exc:
         watches.record_failure(rank, exc)
-        if rank != 0:  # the same report as rank 0's (all ranks write one error.pb): never a bare echo
-            raise failures.error(exc) from None
         error = failures.error(exc)
-        if isinstance(error, StalledRanksError):
-            # a rank stuck in its own code never sees Horovod's shutdown, and pyflyte-execute would exit 0 after writing
-            # error.pb: exit non-zero, so that the launcher (mpirun, horovodrun) ends every rank
+        if stopped or isinstance(error, StalledRanksError):
+            # stopped: the launcher is ending the job, and Horovod's own shutdown at exit would wait on ranks that are
+            # gone until the launcher's SIGKILL (5 s later). Stalled: a rank stuck in its own code never sees Horovod's
+            # shutdown, and pyflyte-execute would exit 0 after writing error.pb. Either way: write the error and exit
+            # non-zero at once, so that the launcher (mpirun, horovodrun) ends every rank without waiting
             _shims.write_error_document(ctx, error)
             flush_streams()
             os._exit(1)
-        if not stopped:
-            with contextlib.suppress(LauncherStopped):
-                _wait_for_other_failures(failures, timeout=5.0)
+        if rank != 0:  # the same report as rank 0's (all ranks write one error.pb): never a bare echo
+            raise error from None
+        with contextlib.suppress(LauncherStopped):
+            _wait_for_other_failures(failures, timeout=5.0)
         raise failures.error(exc) from None
     finally:
         watches.stop()
