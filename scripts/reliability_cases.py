@@ -113,7 +113,8 @@ import os, sys
 from pathlib import Path
 sys.path.insert(0, os.getcwd())
 from flytekit.types.directory import FlyteDirectory
-from tests.cluster.backend import Attempt, mpi_launcher, package
+from tests.cluster.backend import Attempt, mpi_launcher
+from tests.cluster.registration import package
 from tests.support.prepared import make_prepared
 from workflows.rossmann import Hyperparameters
 

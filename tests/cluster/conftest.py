@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.cluster.backend import package
+from tests.cluster.registration import package
 
 FLOWS = "tests.cluster.flows"
 

@@ -26,9 +26,10 @@ from flytekit.tools.translator import get_serializable
 
 from flytekitplugins.horovod import HorovodConfigError, HorovodJob, HorovodSpark, MPIJob, Worker
 from tests.cluster import map_flow
-from tests.cluster.backend import Attempt, custom, mpi_launcher, value
+from tests.cluster.backend import Attempt, mpi_launcher, value
 from tests.cluster.contract import launcher_args
 from tests.cluster.propeller import array_element_env, array_element_input, mpi_job, primary_container
+from tests.cluster.registration import custom
 
 SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v",
                                  python_interpreter=sys.executable)  # entrypoint paths that exist here

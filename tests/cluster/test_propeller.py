@@ -20,9 +20,9 @@ from flytekit.tools.translator import get_serializable
 from google.protobuf import struct_pb2
 
 from flytekitplugins.horovod import CleanPodPolicy, Horovod, HorovodJob, Launcher, MPIJob, RunPolicy, Worker
-from tests.cluster.backend import custom
 from tests.cluster.contract import CLUSTER_LAUNCHER
 from tests.cluster.propeller import BadTaskSpecification, mpi_job, spark_application, unknown_fields
+from tests.cluster.registration import custom
 
 SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v")
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tests.cluster import contract as c
-from tests.cluster.backend import IMAGE, VENV_PYTHON, package
+from tests.cluster.registration import IMAGE, VENV_PYTHON, package
 
 FLOWS = "tests.cluster.flows.cluster_flows"
 ENTRYPOINT = os.path.join(os.path.dirname(os.path.dirname(VENV_PYTHON)), "bin", "entrypoint.py")

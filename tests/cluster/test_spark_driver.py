@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from tests.cluster.backend import VENV_PYTHON, Attempt, observed_env, spark_driver, value, writes
+from tests.cluster.backend import Attempt, observed_env, spark_driver, value, writes
+from tests.cluster.registration import VENV_PYTHON
 from tests.conftest import _leftovers
 
 FLOWS = "tests.cluster.flows.cluster_flows"

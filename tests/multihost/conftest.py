@@ -14,7 +14,8 @@ from typing import Dict, Iterator
 
 import pytest
 
-from tests.cluster.backend import Attempt, package, spark_driver
+from tests.cluster.backend import Attempt, spark_driver
+from tests.cluster.registration import package
 from tests.conftest import ROOT, VENV_BIN, Ran
 from tests.multihost import ssh
 from tests.multihost.network import Network, can_make_namespaces, sweep_stale

@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from tests.cluster.backend import Attempt, package, spark_driver, value
+from tests.cluster.backend import Attempt, spark_driver, value
+from tests.cluster.registration import package
 from tests.multihost.checks import assert_ranks_across_hosts, rank_markers
 from tests.multihost.conftest import FLOWS, run_driver
 from tests.multihost.flows.multihost_flows import PAYLOAD

@@ -11,7 +11,8 @@ from collections import OrderedDict
 import pytest
 from flyteidl.core import errors_pb2
 
-from tests.cluster.backend import VENV_PYTHON, Attempt, spark_driver, value
+from tests.cluster.backend import Attempt, spark_driver, value
+from tests.cluster.registration import VENV_PYTHON
 from tests.plugin.flows import spark_torch_flows as flows
 
 FLOWS = "tests/plugin/flows/spark_torch_flows.py"
