@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from scripts.reliability_cases import DATA, Case, cases  # noqa: E402  (the repository's root is on sys.path)
+from scripts.reliability_cases import Case, cases  # noqa: E402  (the repository's root is on sys.path)
+from scripts.reliability_data import DATA  # noqa: E402
 from tests.support import ROOT, leftovers, user_env  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"

@@ -14,7 +14,7 @@ def test_make_test_lints_before_pytest():
     tests = next(i for i, step in enumerate(steps) if "scripts/test.sh" in step)  # two pytest runs side by side
     assert lint < tests, dry
     script = (ROOT / "scripts" / "test.sh").read_text()
-    # every test in exactly one of the two runs
+    # complements (De Morgan): every test runs in exactly one of the two
     assert '-m pytest -m "serial or heavy"' in script and '-m pytest -m "not serial and not heavy"' in script
 
 
