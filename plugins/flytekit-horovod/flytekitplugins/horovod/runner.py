@@ -5,9 +5,9 @@ from typing import Any, Callable, Optional
 
 from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .local_launcher import run_local
-from .spark import prepare_local_session
 from .spark_context import current_horovod_spark
 from .spark_launcher import run_on_spark
+from .spark_session import prepare_local_session
 
 
 class HorovodRunner:

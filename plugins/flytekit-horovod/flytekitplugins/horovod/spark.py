@@ -2,11 +2,9 @@
 
 import contextlib
 import logging
-import math
 import os
-import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List
 
 from flytekit import FlyteContextManager, current_context
 from flytekit.configuration import SerializationSettings
@@ -25,12 +23,18 @@ from .executor.classify import rank_of
 from .executor.noise import quiet_this_process
 from .executor.rank import import_path
 from .executor.rank_output import log_dir
-from .executor.settings import Horovod, HorovodConfigError, whole_number
+from .executor.settings import Horovod, HorovodConfigError
 from .horovod_deck import add_horovod_deck
 from .interrupt import stops_spark_on_interrupt
-from .local_driver import LOOPBACK, set_up_local_driver, sets_up_local_driver
+from .local_driver import sets_up_local_driver
 from .spark_context import CONTEXT_ATTR, HorovodSparkContext, current_horovod_spark
-from .spark_launcher import spark_slots
+from .spark_session import (
+    check_horovod_spark,
+    horovod_spark_conf,
+    importable_in_workers,
+    prepare_local_session,
+    session_fits,
+)
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -48,80 +52,7 @@ class HorovodSpark(Spark):
 
     def __post_init__(self):
         super().__post_init__()
-        if not whole_number(self.num_proc, at_least=1):
-            raise HorovodConfigError(f"HorovodSpark(num_proc={self.num_proc!r}): needs a whole number of Horovod "
-                                     "ranks, at least one")
-        if not isinstance(self.horovod, Horovod):
-            raise HorovodConfigError(f"HorovodSpark.horovod must be a Horovod(...) settings object, got "
-                                     f"{type(self.horovod).__name__}")
-        slots = cluster_slots(horovod_spark_conf(self.spark_conf, self.num_proc))
-        if slots < self.num_proc:
-            raise HorovodConfigError(
-                f"HorovodSpark(num_proc={self.num_proc}) needs {self.num_proc} Spark task slots at once, but spark_conf "
-                f"gives {slots}: {_slot_formula(self.spark_conf)}; raise spark.executor.instances or "
-                "spark.executor.cores, or lower num_proc"
-            )
-
-
-def horovod_spark_conf(spark_conf: Dict[str, str], num_proc: int) -> Dict[str, str]:
-    """``spark_conf`` with the settings that give ``num_proc`` simultaneous task slots, where unset."""
-    conf = dict(spark_conf)
-    conf.setdefault("spark.executor.cores", "1")
-    conf.setdefault("spark.task.cpus", "1")
-    tasks_per_executor = max(1, int(conf["spark.executor.cores"]) // int(conf["spark.task.cpus"]))
-    conf.setdefault("spark.executor.instances", str(math.ceil(num_proc / tasks_per_executor)))
-    return conf
-
-
-def cluster_slots(conf: Dict[str, str]) -> int:
-    """Task slots a cluster with this conf runs at once: executors x (cores per executor // cpus per task)."""
-    return int(conf["spark.executor.instances"]) * (int(conf["spark.executor.cores"]) // int(conf["spark.task.cpus"]))
-
-
-def _slot_formula(conf: Dict[str, str]) -> str:
-    keys = ("spark.executor.instances", "spark.executor.cores", "spark.task.cpus")
-    return " x ".join(f"{k}={conf.get(k, '(default)')}" for k in keys)
-
-
-def prepare_local_session(num_proc: int, spark_conf: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """Get this process ready for a local SparkSession for ``num_proc`` ranks; return its conf (``spark_conf`` first).
-
-    A ``local[N]`` master with a slot per rank, and the driver advertised on the loopback address it is bound to
-    (else, where the host name resolves to a loopback address, Spark advertises another interface and cannot fetch
-    task results over 1 MB), and no Spark UI (it would listen on every interface). Also makes Spark's Python workers
-    run this interpreter (the one with Horovod) rather than ``python3`` on PATH, unless ``PYSPARK_PYTHON`` says
-    otherwise: pyspark reads only that variable. No progress bars: they would break into the ranks' lines on the
-    console.
-    """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    conf = dict(spark_conf or {})
-    conf.setdefault("spark.master", f"local[{max(num_proc, os.cpu_count() or 1)}]")
-    conf.setdefault("spark.ui.showConsoleProgress", "false")
-    if conf["spark.master"].startswith("local"):  # a user's own cluster master keeps Spark's address choice
-        conf.setdefault("spark.driver.bindAddress", LOOPBACK)
-        conf.setdefault("spark.driver.host", LOOPBACK)
-        conf.setdefault("spark.ui.enabled", "false")
-        set_up_local_driver(conf)
-    return conf
-
-
-def _session_fits(spark, num_proc: int) -> bool:
-    """Whether a running local session has a slot per rank, an advertised address it is bound to, and the Python
-    workers ``prepare_local_session`` asks for."""
-    conf = spark.sparkContext.getConf()
-    local = spark.sparkContext.master.startswith("local")
-    return (spark_slots(spark) >= num_proc
-            and (not local or conf.get("spark.driver.host", "") == conf.get("spark.driver.bindAddress", LOOPBACK))
-            and spark.sparkContext.pythonExec == os.environ["PYSPARK_PYTHON"])
-
-
-def _importable_in_workers(spark, python_path: str) -> None:
-    """Put ``python_path`` first on the ``PYTHONPATH`` of a local session's Python workers started from now on (Spark
-    pools workers by environment), so that they unpickle what the task's module defines as the driver does: e.g. a
-    PyTorch model class, which the Estimator's ranks and its model's ``transform`` load."""
-    env = spark.sparkContext.environment
-    paths = [python_path, *env.get("PYTHONPATH", "").split(os.pathsep)]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+        check_horovod_spark(self.num_proc, self.spark_conf, self.horovod)
 
 
 class HorovodSparkFunctionTask(SaysWhere, PysparkFunctionTask):
@@ -173,7 +104,7 @@ class HorovodSparkFunctionTask(SaysWhere, PysparkFunctionTask):
         num_proc = self.task_config.num_proc
         with self._local_conf(local):
             params = super().pre_execute(user_params)
-            if local and not _session_fits(self.sess, num_proc):
+            if local and not session_fits(self.sess, num_proc):
                 logger.info("replacing the running SparkSession: it lacks slots for %d ranks, a loopback driver "
                             "address or this Python", num_proc)
                 self.sess.stop()
@@ -184,7 +115,7 @@ class HorovodSparkFunctionTask(SaysWhere, PysparkFunctionTask):
         else:
             prefix = f"{prefix.rstrip('/')}/horovod"
         if self.sess.sparkContext.master.startswith("local"):
-            _importable_in_workers(self.sess, import_path(self.task_function))
+            importable_in_workers(self.sess, import_path(self.task_function))
         settings = self.task_config.horovod
         # locally a relative timeline lands in the task's working directory; an executor has none on a cluster
         horovod = HorovodSparkContext(num_proc, in_working_directory(settings) if local else settings, self.sess,

@@ -2,6 +2,7 @@
 Spark tasks (``spark_run``), an Estimator backend (``spark_backend``), a store under the task's working area
 (``spark_store``) and its Flyte checkpoint (``spark_checkpoint_url``)."""
 
+import contextvars
 import functools
 import os
 import uuid
@@ -14,6 +15,8 @@ from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .spark_launcher import run_on_spark
 
 CONTEXT_ATTR = "HOROVOD_SPARK"  # flytekit.current_context().horovod_spark inside a HorovodSpark task
+# The context of a running Flyte 2 HorovodSpark task (flyteplugins.horovod.spark), which has no flytekit context
+RUNNING: contextvars.ContextVar[Optional["HorovodSparkContext"]] = contextvars.ContextVar("horovod_spark", default=None)
 
 
 @dataclass
@@ -78,7 +81,10 @@ class HorovodSparkContext:
 
 
 def current_horovod_spark() -> HorovodSparkContext:
-    """The ``HorovodSparkContext`` of the running HorovodSpark task (raises a clear error elsewhere)."""
+    """The ``HorovodSparkContext`` of the running HorovodSpark task, Flyte 2's or flytekit's (raises a clear error
+    elsewhere)."""
+    if RUNNING.get() is not None:
+        return RUNNING.get()
     import flytekit
 
     try:
@@ -102,7 +108,10 @@ def spark_store(name: str = "store"):
 
 def spark_checkpoint_url() -> Optional[str]:
     """Where the running task's Flyte checkpoint is saved (a local folder in a local run, the checkpoint prefix on a
-    cluster), for Spark-route ranks, which write it without flytekit; None where the execution has no checkpoint."""
+    cluster), for Spark-route ranks, which write it without flytekit; None where the execution has no checkpoint
+    (a Flyte 2 task: its checkpoints are not wired to the ranks yet)."""
+    if RUNNING.get() is not None:
+        return None
     import flytekit
 
     try:
