@@ -132,7 +132,7 @@ say "installing the plugin (plugins/flytekit-horovod), the Rossmann project and 
 # the Flyte 2 plugin where the stack has the flyte SDK (it needs protobuf >= 6.30: not beside TensorFlow 2.15)
 if [ -n "$(pinned flyte)" ]; then
     say "installing the Flyte 2 plugin (plugins/flyte-horovod) and flyte==$(pinned flyte)"
-    "${UV[@]}" -c "$CONSTRAINTS" -e "$ROOT/plugins/flyte-horovod[migrate]"
+    "${UV[@]}" -c "$CONSTRAINTS" -e "$ROOT/plugins/flyte-horovod[spark,migrate]"
 fi
 
 # Horovod through the plugin's own build command, the one a user runs (and the Dockerfile, and horovod_image_spec):

@@ -1,6 +1,7 @@
 """The Flyte 2 plugin imports and runs its ranks where flytekit cannot be imported: a ``sitecustomize`` on
 PYTHONPATH puts a meta-path finder that refuses ``flytekit`` first, in the ``flyte.run`` process and (PYTHONPATH goes
-to them) in every rank, for an ``MPIJob`` and an elastic ``HorovodJob``."""
+to them) in every rank, for an ``MPIJob``, an elastic ``HorovodJob`` and a ``HorovodSpark`` task (its ranks are Spark
+tasks)."""
 
 import sys
 
@@ -23,10 +24,12 @@ except ImportError as exc:
     print("blocked:", exc)
 
 from tests.flyte2.flows import allreduce as flows
+from tests.flyte2.flows import spark_route
 
 flyte.init()
 print("result:", flyte.run(flows.flytekit_loaded, x=1.0).outputs()[0])
 print("elastic:", flyte.run(flows.elastic_steps, steps=3).outputs()[0])
+print("spark:", flyte.run(spark_route.spark_allreduce, x=1.0).outputs()[0])
 print("flytekit here:", " ".join(n for n in sys.modules if n.split(".")[0] == "flytekit") or "none")
 """
 
@@ -39,5 +42,6 @@ def test_the_plugin_runs_two_ranks_with_flytekit_unimportable(tmp_path):
     assert "blocked: flytekit: flytekit is not installed here" in ran.output
     assert "result: rank 0 of 2: 3.0; flytekit in the rank: none" in ran.output, ran.output[-3000:]
     assert "elastic: rank 0 of 2: 6.0" in ran.output, ran.output[-3000:]  # HorovodJob: horovodrun's elastic job
+    assert "spark: rank 0 of 2: 3.0 | rank 0 of 2: 3.0 | 2 slots" in ran.output, ran.output[-3000:]  # HorovodSpark
     assert "flytekit here: none" in ran.output
     assert leftovers(ran.marker) == []

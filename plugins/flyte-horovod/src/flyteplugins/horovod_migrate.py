@@ -23,8 +23,15 @@ def _horovod_job(v1_config: Any) -> Any:
     return horovod_job(v1_config)
 
 
+def _horovod_spark(v1_config: Any) -> Any:
+    from flyteplugins.horovod.migrate import horovod_spark
+
+    return horovod_spark(v1_config)
+
+
 if "flyte_migrate" in sys.modules:
     from flyte_migrate._plugins import register_plugin
 
     register_plugin("MPIJob", _mpi_job)  # kfmpi's and flytekitplugins.horovod's: the same class name
     register_plugin("HorovodJob", _horovod_job)
+    register_plugin("HorovodSpark", _horovod_spark)

@@ -1,6 +1,7 @@
 """v1 configs as Flyte 2 ones, for ``pyflyte-migrate`` (flyte-migrate): kfmpi's and ``flytekitplugins.horovod``'s
-``MPIJob`` and ``HorovodJob`` become this plugin's configs of the same names, field for field, so a v1 file's MPI and
-elastic Horovod tasks run with real ranks on Flyte 2, the file unchanged.
+``MPIJob`` and ``HorovodJob``, and ``flytekitplugins.horovod``'s ``HorovodSpark``, become this plugin's configs of the
+same names, field for field, so a v1 file's MPI, elastic and Spark-route Horovod tasks run with real ranks on Flyte 2,
+the file unchanged.
 
 flyte-migrate looks a transformer up by the v1 config's class name (``flyte_migrate._plugins.register_plugin``, a
 private module: the ``migrate`` extra pins the versions this was tested with). ``flyteplugins.horovod_migrate``
@@ -60,3 +61,17 @@ def horovod_job(v1_config: Any) -> HorovodJob:
     common["horovod"] = common["horovod"].with_kfmpi_logging(v1_config.verbose, v1_config.log_level)
     return HorovodJob(**common, min_workers=getattr(v1_config, "min_workers", None),
                       max_workers=getattr(v1_config, "max_workers", None), elastic_timeout=v1_config.elastic_timeout)
+
+
+def horovod_spark(v1_config: Any) -> Any:
+    """``flytekitplugins.horovod``'s ``HorovodSpark`` as this plugin's: flyte-migrate's own transform of the ``Spark``
+    fields (pod templates included), plus ``num_proc`` and the Horovod settings."""
+    from dataclasses import fields
+
+    from flyte_migrate._plugins.spark import _transform_spark_config_v1_to_v2
+
+    from .spark import HorovodSpark
+
+    spark = _transform_spark_config_v1_to_v2(v1_config)
+    return HorovodSpark(**{f.name: getattr(spark, f.name) for f in fields(spark)}, num_proc=v1_config.num_proc,
+                        horovod=v1_config.horovod)
