@@ -116,3 +116,20 @@ def elastic_steps(steps: int) -> str:
         return f"rank {hvd.rank()} of {hvd.size()}: {state.total}"
 
     return train(state)
+
+
+@gloo.task(report=True)
+def epochs_in_the_report(epochs: int, seconds: float, tag: str) -> str:
+    """Rank 0 prints an epoch line every ``seconds`` (both ranks allreduce each epoch's loss), as a training loop does,
+    with ``tag`` in it (a test finds its run's report by it)."""
+    import time
+
+    import horovod.torch as hvd
+    import torch
+
+    for epoch in range(1, epochs + 1):
+        time.sleep(seconds)
+        loss = hvd.allreduce(torch.tensor([1.0 / epoch])).item()
+        if hvd.rank() == 0:
+            print(f"epoch {epoch}/{epochs}: loss {loss:.4f} ({tag})", flush=True)
+    return f"{epochs} epochs"

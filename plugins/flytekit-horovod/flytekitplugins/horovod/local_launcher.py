@@ -60,9 +60,11 @@ def run_local(
     flyte: Optional[FlyteRankContext] = None,
     all_ranks: bool = False,
     says_where: bool = False,
+    on_rank0_line: Optional[Callable[[str], None]] = None,
 ) -> List[Optional[RankResult]]:
     """Run ``fn(**kwargs)`` on ``num_proc`` Horovod ranks on this host; with ``says_where``, print where the rank log,
-    timeline and autotune log are (``artifacts.where_line``), as a Horovod task does.
+    timeline and autotune log are (``artifacts.where_line``), as a Horovod task does; ``on_rank0_line`` gets rank 0's
+    lines as they come (``RankOutput``).
 
     Output lines are prefixed by rank (``[r]<stdout>:`` for Gloo, ``mpirun --tag-output``'s ``[1,r]<stdout>:``);
     rank 0's reach the console, every rank's a log file (``rank_output``).
@@ -80,7 +82,7 @@ def run_local(
     command = rank_command(job_path, job_dir)
     logger.info("launching %d Horovod ranks on this host (controller %s)", num_proc, settings.controller)
     started = time.monotonic()
-    output = RankOutput.for_launch(settings.verbose)
+    output = RankOutput.for_launch(settings.verbose, on_rank0_line)
     processes = Processes(output)
     rendezvous = None
     try:
@@ -153,11 +155,12 @@ def run_local_elastic(
     settings: Horovod,
     flyte: Optional[FlyteRankContext] = None,
     elastic_timeout: int = 600,
+    on_rank0_line: Optional[Callable[[str], None]] = None,
 ) -> Optional[RankResult]:
     """Run ``fn`` as an elastic Horovod job on this host: ``horovodrun`` with a host discovery script that lists
     ``workers`` local "hosts" of ``slots`` slots each (see ``local_host_names``), ``--min-np``/``--max-np`` from the
     worker bounds. Workers may fail and the job goes on while ``min_workers`` remain; returns the result of the rank
-    that is rank 0 at the end."""
+    that is rank 0 at the end; ``on_rank0_line`` as in ``run_local``."""
     hosts = local_host_names()
     if max_workers > len(hosts):
         from .executor.settings import HorovodConfigError
@@ -177,7 +180,7 @@ def run_local_elastic(
     logger.info("launching an elastic Horovod job on this host: %d workers (%d..%d) x %d slots", workers,
                 min_workers, max_workers, slots)
     _verbose(settings, "running %s", " ".join(args))
-    output = RankOutput.for_launch(settings.verbose)
+    output = RankOutput.for_launch(settings.verbose, on_rank0_line)
     processes = Processes(output)
     try:
         processes.start("horovodrun", args, env, prefix=None, die_with_parent=True)

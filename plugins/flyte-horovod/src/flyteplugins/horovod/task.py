@@ -26,6 +26,7 @@ from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigErro
 from flytekitplugins.horovod.local_launcher import run_local, run_local_elastic
 
 from .errors import as_flyte_error
+from .progress import ReportProgress
 
 RestartPolicy = Literal["always", "failure", "never"]  # kfmpi's RestartPolicy members, lower-cased
 _RESTART = {"always": "RESTART_POLICY_ALWAYS", "failure": "RESTART_POLICY_ON_FAILURE", "never": "RESTART_POLICY_NEVER"}
@@ -164,17 +165,25 @@ class HorovodMPITask(AsyncFunctionTaskTemplate):
         from flyte._utils.asyncify import run_sync_in_thread
 
         body, arguments = in_a_rank(self.func), as_kwargs(self.func, args, kwargs)
+        progress = ReportProgress() if self.report else None  # rank 0's lines in the report as they come
+        on_line = progress.add if progress is not None else None
+        if isinstance(config, HorovodJob):
+            launch = run_sync_in_thread(
+                run_local_elastic, body, arguments, workers=config.worker.replicas, min_workers=config.min_workers,
+                max_workers=config.max_workers, slots=config.slots, settings=config.horovod,
+                elastic_timeout=config.elastic_timeout, on_rank0_line=on_line)
+        else:
+            launch = run_sync_in_thread(run_local, body, arguments, num_proc=config.num_ranks,
+                                        settings=config.horovod, says_where=True, on_rank0_line=on_line)
+        launch = asyncio.ensure_future(launch)
         try:
-            if isinstance(config, HorovodJob):
-                result = await run_sync_in_thread(
-                    run_local_elastic, body, arguments, workers=config.worker.replicas, min_workers=config.min_workers,
-                    max_workers=config.max_workers, slots=config.slots, settings=config.horovod,
-                    elastic_timeout=config.elastic_timeout)
-            else:
-                result = (await run_sync_in_thread(run_local, body, arguments, num_proc=config.num_ranks,
-                                                   settings=config.horovod, says_where=True))[0]
+            if progress is not None:
+                await progress.follow(launch)
+            result = await launch
         except RankFailed as exc:  # the same on every attempt: Flyte 2 must not retry it
             raise as_flyte_error(exc) from None
+        if not isinstance(config, HorovodJob):
+            result = result[0]
         return result.value
 
     def custom_config(self, sctx: SerializationContext) -> Optional[Dict[str, Any]]:

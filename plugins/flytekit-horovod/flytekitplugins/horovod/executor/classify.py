@@ -93,6 +93,12 @@ def rank_of(line: str) -> Optional[int]:
     return int(found.group(1)) if found else None
 
 
+def rank_text(line: str) -> str:
+    """A launcher's output line as its rank printed it: without the rank prefix."""
+    found = _RANK.match(line)
+    return line[found.end():] if found else line
+
+
 def mpirun_failed_rank(output: str) -> Optional[NamedRank]:
     """The rank mpirun says failed first, from its closing message, if it says."""
     match = _MPIRUN_SIGNAL.search(output)

@@ -12,9 +12,9 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
-from .classify import NO_SPACE, rank_of
+from .classify import NO_SPACE, rank_of, rank_text
 from .native_lines import is_native_noise
 
 VERBOSE_ENV = "FLYTE_HOROVOD_VERBOSE"  # "1": every rank's output on the console too
@@ -23,24 +23,25 @@ LOG_DIR_NAME = "horovod-logs"  # under a Flyte task's working directory: the ran
 
 class RankOutput:
     """One launch's output sink; ``stream("stdout")`` / ``stream("stderr")`` are the text streams to hand to a
-    launcher (``horovod.spark.run(stdout=..., stderr=...)``, ``prefix_connection``)."""
+    launcher (``horovod.spark.run(stdout=..., stderr=...)``, ``prefix_connection``). ``on_rank0_line``, where given,
+    gets each line rank 0 prints, without its prefix, as it arrives (a task's live progress)."""
 
-    def __init__(self, path: str, verbose: bool):
-        self.path, self.verbose = path, verbose
+    def __init__(self, path: str, verbose: bool, on_rank0_line: Optional[Callable[[str], None]] = None):
+        self.path, self.verbose, self.on_rank0_line = path, verbose, on_rank0_line
         self.no_space: Optional[str] = None  # the first line a rank printed about a full disk (see disk_full.py)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._file = open(path, "a", encoding="utf-8", errors="replace")
         self._lock = threading.Lock()
 
     @classmethod
-    def for_launch(cls, verbose: bool) -> "RankOutput":
+    def for_launch(cls, verbose: bool, on_rank0_line: Optional[Callable[[str], None]] = None) -> "RankOutput":
         """A new log file: in the running Flyte task's working directory (see ``log_dir``), else a temporary one."""
         verbose = verbose or os.environ.get(VERBOSE_ENV, "") == "1"
         folder = log_dir() or tempfile.mkdtemp(prefix="horovod-logs-")
         os.makedirs(folder, exist_ok=True)
         fd, path = tempfile.mkstemp(prefix=f"ranks-{time.strftime('%H%M%S')}-", suffix=".log", dir=folder)
         os.close(fd)
-        return cls(path, verbose)
+        return cls(path, verbose, on_rank0_line)
 
     def write(self, text: str, console: str = "stdout") -> None:
         with self._lock:
@@ -55,6 +56,10 @@ class RankOutput:
             if shown:
                 with contextlib.suppress(Exception):
                     getattr(sys, console).write(shown)
+            if self.on_rank0_line is not None:
+                for line in text.splitlines():
+                    if rank_of(line) == 0:
+                        self.on_rank0_line(rank_text(line))
 
     def stream(self, console: str) -> "_Stream":
         return _Stream(self, console)
