@@ -3,6 +3,7 @@ setting, its value and what is allowed, so that a bad setting stops a run before
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import difflib
 import math
@@ -94,3 +95,32 @@ def date_range(start_name: str, start: Any, end_name: str, end: Any, min_days: i
         raise HyperparameterError(f"{start_name}={start}, {end_name}={end}: the range must span at least "
                                   f"{min_days} days")
     return start, end
+
+
+@dataclasses.dataclass
+class Hyperparameters:
+    """Training and data knobs, checked when made (each failure names the setting). ``learning_rate`` is per rank;
+    ``n_stores``/``start``/``end`` size the synthetic data (ignored for real data). The workflows' input (Flyte 1's
+    ``workflows/rossmann.py``, Flyte 2's ``workflows/rossmann_flyte2.py``)."""
+
+    epochs: int = EPOCHS
+    batch_size: int = BATCH_SIZE
+    learning_rate: float = LEARNING_RATE
+    sample_rate: float = 1.0
+    seed: int = 0
+    n_stores: int = 50
+    start: str = "2013-01-01"
+    end: str = "2015-07-31"
+    hidden: list[int] = dataclasses.field(default_factory=lambda: list(HIDDEN))
+
+    def __post_init__(self):
+        from rossmann.synthetic import TEST_DAYS
+
+        self.epochs = integer("epochs", self.epochs, 1)
+        self.batch_size = integer("batch_size", self.batch_size, 1)
+        self.learning_rate = number("learning_rate", self.learning_rate, 0.0)
+        self.sample_rate = number("sample_rate", self.sample_rate, 0.0, 1.0)
+        self.seed = integer("seed", self.seed, 0)
+        self.n_stores = integer("n_stores", self.n_stores, 2)
+        self.start, self.end = date_range("start", self.start, "end", self.end, 2 * TEST_DAYS)
+        self.hidden = widths("hidden", self.hidden)

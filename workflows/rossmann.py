@@ -39,7 +39,6 @@ from flytekitplugins.horovod import (
 from flytekitplugins.horovod.executor.noise import quiet_this_process
 from flytekitplugins.horovod.executor.rank_start import launched_rank
 from rossmann import hyperparameters
-from rossmann.synthetic import TEST_DAYS
 
 log = logging.getLogger("workflows.rossmann")
 
@@ -52,29 +51,9 @@ WHERE_RANKS_ARE_SET = (f"the rank count is the training tasks' config: RANKS = {
 
 
 @dataclasses.dataclass
-class Hyperparameters:
-    """Training and data knobs, checked when the workflow starts. ``learning_rate`` is per rank;
-    ``n_stores``/``start``/``end`` size the synthetic data (ignored for real data)."""
-
-    epochs: int = hyperparameters.EPOCHS
-    batch_size: int = hyperparameters.BATCH_SIZE
-    learning_rate: float = hyperparameters.LEARNING_RATE
-    sample_rate: float = 1.0
-    seed: int = 0
-    n_stores: int = 50
-    start: str = "2013-01-01"
-    end: str = "2015-07-31"
-    hidden: typing.List[int] = dataclasses.field(default_factory=lambda: list(hyperparameters.HIDDEN))
-
-    def __post_init__(self):
-        self.epochs = hyperparameters.integer("epochs", self.epochs, 1)
-        self.batch_size = hyperparameters.integer("batch_size", self.batch_size, 1)
-        self.learning_rate = hyperparameters.number("learning_rate", self.learning_rate, 0.0)
-        self.sample_rate = hyperparameters.number("sample_rate", self.sample_rate, 0.0, 1.0)
-        self.seed = hyperparameters.integer("seed", self.seed, 0)
-        self.n_stores = hyperparameters.integer("n_stores", self.n_stores, 2)
-        self.start, self.end = hyperparameters.date_range("start", self.start, "end", self.end, 2 * TEST_DAYS)
-        self.hidden = hyperparameters.widths("hidden", self.hidden)
+class Hyperparameters(hyperparameters.Hyperparameters):
+    """Training and data knobs, checked when the workflow starts (``rossmann.hyperparameters.Hyperparameters``, which
+    Flyte 2's ``workflows/rossmann_flyte2.py`` takes too), read from ``pyflyte run ... --hp '{...}'``."""
 
     @classmethod
     def from_json(cls, text: str) -> "Hyperparameters":
