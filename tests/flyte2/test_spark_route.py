@@ -1,30 +1,17 @@
-"""The Spark route on Flyte 2 (``flyteplugins.horovod.spark``): a ``HorovodSpark`` task's local run gives its body a
-local session with a slot per rank, where ``spark_run`` and ``HorovodRunner`` start 2 real ranks as Spark tasks; the
-config is checked when made, as v1's; and the serialized task is flyteplugins-spark's ``SparkJob`` with the slots the
-ranks need, what the Flyte 2 backend reads: flyteorg/flyte ``main`` (tag v2.0.43, commit
+"""The Spark route on Flyte 2 (``flyteplugins.horovod.spark``), beside its runs (``test_no_flytekit``: ``spark_run``
+and ``HorovodRunner`` on 2 Spark-task ranks in a session with a slot per rank; docs/flyte2.md's ``flyte run --local``;
+``test_migrate``): the config is checked when made, as v1's; and the serialized task is flyteplugins-spark's
+``SparkJob`` with the slots the ranks need, what the Flyte 2 backend reads: flyteorg/flyte ``main`` (tag v2.0.43, commit
 6fadb90d65af26f4db908ec1c5f5af546a3e4299), executor/plugins/loader.go loads
 flyteplugins/go/tasks/plugins/k8s/spark/spark.go, whose ``getSparkConfig`` copies the custom's ``sparkConf`` over the
 defaults and sizes the executors from its ``spark.executor.instances`` and ``spark.executor.cores``."""
 
 import pytest
 
-from tests.support import ROOT, VENV_BIN, leftovers, run_command
-
 pytestmark = pytest.mark.needs_framework("pytorch")
 pytest.importorskip("flyteplugins.spark", reason="flyteplugins-spark (flyteplugins-horovod's spark extra) is not installed")
 
 from flyteplugins.horovod import Horovod, HorovodConfigError, HorovodSpark  # noqa: E402
-
-FLOWS = "tests/flyte2/flows/spark_route.py"
-
-
-def test_flyte_run_local_runs_the_run_api_and_horovodrunner_on_two_spark_ranks():
-    ran = run_command([str(VENV_BIN / "flyte"), "run", "--local", FLOWS, "spark_allreduce", "--x", "1"], cwd=ROOT,
-                      timeout=300)
-    assert ran.returncode == 0, ran.output[-3000:]
-    # rank 0's sum of x * (rank + 1) over 2 ranks, from each API, in a session with a slot per rank
-    assert "rank 0 of 2: 3.0 | rank 0 of 2: 3.0 | 2 slots" in ran.output, ran.output[-3000:]
-    assert leftovers(ran.marker) == []
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -12,7 +12,8 @@ import pytest
 from tests.support import VENV_BIN, leftovers, run_command
 
 pytest.importorskip("flyteplugins.spark", reason="flyteplugins-spark (flyteplugins-horovod's spark extra) is not installed")
-pytestmark = [pytest.mark.slow, pytest.mark.needs_framework("tensorflow")]
+# about a minute of data, Spark and training, timing nothing: with the serial tests, to even out make test's two runs
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.needs_framework("tensorflow")]
 
 
 def test_flyte_run_local_wf_scores_as_the_flyte_1_workflow():
