@@ -16,6 +16,9 @@ CUDART = ("I0000 00:00:1795762200.049827    8920 cudart_stub.cc:31] Could not fi
 CUINIT = ("E0000 00:00:1795762207.103831    8920 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
           "Failed call to cuInit: UNKNOWN ERROR (303)")
 JAVA = "WARNING: Using incubator modules: jdk.incubator.vector"
+ONEDNN = ("I0000 00:00:1795847939.334222   31153 port.cc:153] oneDNN custom operations are on. You may see slightly "
+          "different numerical results due to floating-point round-off errors from different computation orders. To "
+          "turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.")  # AMD EPYC with AVX-512 VNNI
 
 # a driver that starts the filter, then writes the known lines and others from Python, from native writes to the file
 # descriptors and from a child process, ends on a partial line and dies of an abort
@@ -34,10 +37,12 @@ os.abort()
 
 
 def test_the_known_lines_match_with_or_without_a_rank_prefix_and_nothing_else_does():
-    for line in (ABSL, CUDART, CUINIT, JAVA, f"[0]<stderr>:{ABSL}", f"[1,0]<stderr>:{CUDART}\n"):
+    for line in (ABSL, CUDART, CUINIT, JAVA, ONEDNN, f"[0]<stderr>:{ABSL}", f"[1,0]<stderr>:{CUDART}\n",
+                 f"[0]<stderr>:{ONEDNN}"):
         assert is_native_noise(line), line
     for line in (f"x {ABSL}", f"{CUDART} (not at the start)", "E0000 00:00:1.0 1 cuda_platform.cc:52] other error",
-                 "WARNING: Using incubator modules: jdk.incubator.other", "Traceback (most recent call last):"):
+                 "WARNING: Using incubator modules: jdk.incubator.other", "Traceback (most recent call last):",
+                 "I0000 00:00:1.0 1 port.cc:153] oneDNN custom operations are on. Something else."):
         assert not is_native_noise(line), line
 
 

@@ -1,6 +1,8 @@
 """Lines that native code writes straight to file descriptor 2, where no Python logging or warning filter reaches:
-TensorFlow's C++ start-up in every process that loads it (absl's notice, and with the CUDA build of tensorflow that
-tf-keras requires, "Could not find cuda drivers" twice and "failed call to cuInit" on a machine without a GPU), and the
+TensorFlow's C++ start-up in every process that loads it (absl's notice; "oneDNN custom operations are on" on a CPU
+where TensorFlow turns oneDNN on by default, e.g. AVX-512 VNNI, which TF_CPP_MIN_LOG_LEVEL does not silence; and with
+the CUDA build of tensorflow that tf-keras requires, "Could not find cuda drivers" twice and "failed call to cuInit" on
+a machine without a GPU), and the
 JVM's "Using incubator modules" notice (Spark 4 adds ``jdk.incubator.vector``). Each says nothing a user can act on.
 
 ``is_native_noise`` drops them from the ranks' console lines (``RankOutput``: the rank logs keep them);
@@ -26,6 +28,9 @@ from typing import Optional, Tuple
 KNOWN_NATIVE_LINES = (
     r"^(?:\[\d+(?:,\d+)?\]<std(?:out|err)>:)?(?:"
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|I\d{4} \S+ +\d+ port\.cc:\d+\] oneDNN custom operations are on\. You may see slightly different numerical "
+    r"results due to floating-point round-off errors from different computation orders\. To turn them off, set the "
+    r"environment variable `TF_ENABLE_ONEDNN_OPTS=0`\."
     r"|I\d{4} \S+ +\d+ cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine, GPU will not be used\."
     r"|E\d{4} \S+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit: .*"
     r"|WARNING: Using incubator modules: jdk\.incubator\.vector"
