@@ -1,14 +1,15 @@
 """Training defaults, and checks of run settings: known names, types and ranges, each failure naming the
-setting, its value and what is allowed, so that a bad setting stops a run before any data is written."""
+setting, its value and what is allowed, so that a bad setting stops a run before any data is written.
 
-from __future__ import annotations
+No ``from __future__ import annotations``: flytekit compares the type of each of ``Hyperparameters``' fields with the
+type it reads back from a registered task, and a string annotation never equals it."""
 
 import dataclasses
 import datetime as dt
 import difflib
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, List
 
 # Defaults for a quick, accurate run (see docs/rossmann.md); the reference example's larger network
 # (rossmann.model.build_model's defaults: 1000-1000-1000-500, dropout 0.5) is slower and no better here.
@@ -111,7 +112,7 @@ class Hyperparameters:
     n_stores: int = 50
     start: str = "2013-01-01"
     end: str = "2015-07-31"
-    hidden: list[int] = dataclasses.field(default_factory=lambda: list(HIDDEN))
+    hidden: List[int] = dataclasses.field(default_factory=lambda: list(HIDDEN))
 
     def __post_init__(self):
         from rossmann.synthetic import TEST_DAYS
