@@ -41,6 +41,7 @@ from flytekitplugins.horovod.spark_session import (
 __all__ = ["HorovodRunner", "HorovodSpark", "HorovodSparkTask", "current_horovod_spark", "spark_backend",
            "spark_checkpoint_url", "spark_run", "spark_store"]
 
+
 @dataclass
 class HorovodSpark(Spark):
     """``flytekitplugins.horovod.HorovodSpark`` for a ``flyte.TaskEnvironment``: flyteplugins-spark's ``Spark`` plus
