@@ -99,7 +99,7 @@ def test_an_elastic_job_s_workers_are_worker_replicas_whatever_max_workers():
 def test_a_worker_command_replaces_the_worker_args_and_a_launcher_command_is_refused_with_slots():
     template = _serialized(MPIJob(worker=Worker(replicas=2, command=["sleep", "infinity"])))
     assert mpi_job(template).worker_args == ["sleep", "infinity"]
-    with pytest.raises(ValueError, match=r"slots=2 with launcher=Launcher\(command=...\): flytepropeller .* never "
+    with pytest.raises(ValueError, match=r"slots=2 with launcher=Launcher\(command=...\): the Flyte backend's mpi plugin .* never "
                                          r"passes slots"):
         _serialized(MPIJob(worker=Worker(replicas=2), slots=2, launcher=Launcher(command=["mpirun", "x"])))
     assert mpi_job(_serialized(MPIJob(worker=Worker(replicas=2), launcher=Launcher(command=["x"])))).launcher_args \

@@ -17,6 +17,7 @@ from flytekitplugins.horovod import (
     RunPolicy,
     Worker,
 )
+from flytekitplugins.horovod.executor.cluster_command import MPIRUN_BASE
 
 SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v")
 LAUNCHER = ["python", "-m", "flytekitplugins.horovod.cluster_launcher", "--slots"]  # then the slots and --
@@ -61,6 +62,8 @@ def test_mpi_controller_command_is_mpirun_with_ranks_and_settings():
     exported = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "-x"]
     assert f"HOROVOD_FUSION_THRESHOLD={16 * 1024 * 1024}" in exported
     assert "HOROVOD_CYCLE_TIME=5" in exported
+    # kfmpi's own mpirun base command, as the runtime (shared with the Flyte 2 plugin) writes it down
+    assert cmd[:len(MPIRUN_BASE)] == MPIRUN_BASE == MPIFunctionTask._MPI_BASE_COMMAND
     execute = cmd.index("pyflyte-execute")
     assert cmd[execute - 2] == "python" and cmd[execute - 1] == SETTINGS.entrypoint_settings.path
     assert cmd[execute:] == PythonAutoContainerTask.get_command(t, SETTINGS)

@@ -1,6 +1,7 @@
 """The MPI operator's launcher as ``MPIJob`` and ``HorovodJob`` tasks register it:
 ``python -m flytekitplugins.horovod.cluster_launcher --slots S -- <mpirun or horovodrun ...> ... pyflyte-execute ...``
-(``pyflyte-map-execute`` for an element of a ``map_task``: propeller runs each element as an MPIJob of its own).
+(``pyflyte-map-execute`` for an element of a ``map_task``: propeller runs each element as an MPIJob of its own), and
+as Flyte 2 ``MPIJob`` tasks register it, with each rank running ``a0`` (``launcher_entrypoints``).
 
 It makes two promises true that a real cluster does not keep for a bare ``mpirun``/``horovodrun``:
 
@@ -19,7 +20,8 @@ It makes two promises true that a real cluster does not keep for a bare ``mpirun
   plugin_manager.go``). So the launcher writes the task's ``error.pb`` itself (the rank the launcher names, with its
   host, and what the ranks recorded; see ``failures``) and exits 0, as ``pyflyte-execute`` does with an error it
   caught (1 where ``FLYTE_FAIL_ON_ERROR`` is true, as there). A launcher that succeeded is left alone: a rank that
-  raised has written its error already.
+  raised has written its error already. The Flyte 2 backend does the same (flyteorg/flyte 6fadb90, the same
+  ``mpi.go`` and ``common_operator.go``; ``executor/pkg/plugin/k8s/plugin_manager.go``), and ``a0`` exits 0 too.
 
 It also gives the job a secret (``executor.job_secret``, in the environment: ``mpirun -x`` names it, and
 ``horovodrun`` is run as ``flytekitplugins.horovod.horovodrun``, which hands it and the rest of the ranks'
@@ -36,17 +38,14 @@ import sys
 import tempfile
 from typing import Callable, Dict, List, Optional, Sequence
 
+from .launcher_entrypoints import ENTRYPOINTS, entrypoint, option, outputs_prefix, raw_output_prefix
+
 logger = logging.getLogger("flytekitplugins.horovod")
 
 # What a discovery script wrapper runs on the operator's script's output: ``host:N`` -> ``host:max(N, S)``; awk, not
 # Python, because Horovod runs the script every second for the whole job.
 _RAISE_DISCOVERED = ("awk -F: -v s={slots} "
                      "'NF == 2 {{ n = $2 + 0; if (n < s) n = s; print $1 \":\" n; next }} {{ print }}'")
-
-
-def prefix(slots: int) -> List[str]:
-    """The launcher command's first words: this module, with the task's slots per worker."""
-    return ["python", "-m", __spec__.name, "--slots", str(slots), "--"]
 
 
 def raise_hostfile_slots(text: str, slots: int) -> str:
@@ -92,36 +91,12 @@ def with_slots(command: Sequence[str], env: Dict[str, str], slots: int, workdir:
     return command
 
 
-# flytekit's per-process entrypoints: a task's, and a map_task element's (propeller runs each element of a map_task
-# over an MPIJob task as its own MPIJob, with this launcher around ``pyflyte-map-execute``)
-ENTRYPOINTS = ("pyflyte-execute", "pyflyte-map-execute")
-
-
-def entrypoint(command: Sequence[str]) -> str:
-    """The flytekit entrypoint ``command`` runs on every rank (``SystemExit`` naming the command where none is)."""
-    found = next((word for word in command if word in ENTRYPOINTS), None)
-    if found is None:
-        raise SystemExit(f"cluster_launcher: no {' or '.join(ENTRYPOINTS)} in the launcher command {' '.join(command)}")
-    return found
-
-
-def _option(command: Sequence[str], name: str, after: str) -> Optional[str]:
-    """The value of option ``name`` in ``command`` after the word ``after``."""
-    words = list(command[command.index(after):]) if after in command else []
-    return words[words.index(name) + 1] if name in words[:-1] else None
-
-
-def raw_output_prefix(command: Sequence[str]) -> Optional[str]:
-    """The task's raw output prefix (where the ranks' failure folder is) in the launcher ``command``."""
-    return _option(command, "--raw-output-data-prefix", entrypoint(command))
-
-
 def rank_host(command: Sequence[str], env: Dict[str, str], rank: int) -> Optional[str]:
     """The host a fixed-size launch put ``rank`` on: Horovod's own assignment over the hostfile, which is also where
     ``mpirun -map-by slot`` puts it (each host's slots in turn, in hostfile order); None for an elastic launch."""
     from horovod.runner.common.util import hosts
 
-    hostfile, np_ = env.get("OMPI_MCA_orte_default_hostfile"), _option(command, "-np", command[0])
+    hostfile, np_ = env.get("OMPI_MCA_orte_default_hostfile"), option(command, "-np", command[0])
     if not hostfile or np_ is None or "--host-discovery-script" in command:
         return None
     plan = hosts.get_host_assignments(hosts.parse_hosts(hosts.parse_host_files(hostfile)), int(np_))
@@ -145,15 +120,8 @@ def launcher_failure(command: Sequence[str], env: Dict[str, str], output: str, c
 
 
 def write_task_error(command: Sequence[str], error: BaseException) -> None:
-    """Write ``error`` as the task's ``error.pb`` under the output prefix of the ``pyflyte-execute`` in ``command``,
-    in the Flyte context ``pyflyte-execute`` itself would set up."""
-    from flytekit.bin.entrypoint import setup_execution
-
-    from .executor import _shims
-
-    with setup_execution(raw_output_prefix(command),
-                         output_metadata_prefix=_option(command, "--output-prefix", entrypoint(command))) as ctx:
-        _shims.write_error_document(ctx, error)
+    """Write ``error`` as the task's error document under the output prefix of the entrypoint in ``command``."""
+    ENTRYPOINTS[entrypoint(command)].write_error(outputs_prefix(command), raw_output_prefix(command), error)
 
 
 def with_job_secret_passed(command: Sequence[str], env: Dict[str, str]) -> List[str]:
@@ -188,12 +156,9 @@ def run(command: Sequence[str], slots: int) -> int:
     fails, as it would without this launcher). Run by ``main``, SIGTERM (the kubelet stopping the pod) stops the command
     and whatever it started (SIGTERM, SIGKILL 5 s later), then ends this process with 143: ``horovodrun``'s own shutdown can wait
     for ever on a rank that is gone. The command also gets SIGTERM if this process dies otherwise."""
-    from flytekit.core.constants import FLYTE_FAIL_ON_ERROR
-    from flytekit.core.utils import str2bool
-
     from .executor.processes import Processes
 
-    entrypoint(command)
+    exit_after_error = ENTRYPOINTS[entrypoint(command)].exit_after_error
     workdir = tempfile.mkdtemp(prefix="horovod-launcher-")
     env = dict(os.environ)
     processes = Processes()
@@ -209,11 +174,11 @@ def run(command: Sequence[str], slots: int) -> int:
         if failed is None:
             return 0
         if exited.gave_up:
-            return 1 if str2bool(os.getenv(FLYTE_FAIL_ON_ERROR)) else 0
+            return exit_after_error()
         error = launcher_failure(command, env, processes.finished_output(0), failed[1])
         logger.error("the launcher failed; the task's error: %s", error)
         write_task_error(command, error)
-        return 1 if str2bool(os.getenv(FLYTE_FAIL_ON_ERROR)) else 0
+        return exit_after_error()
     except (KeyboardInterrupt, SystemExit):  # SIGTERM (stopped_by_sigterm) or Ctrl-C
         processes.stop()
         raise
@@ -228,7 +193,7 @@ def _exit_watch(command: Sequence[str]):
     from .executor.failures import job_failures
     from .executor.launcher_exit import LauncherExitWatch
 
-    size = _option(command, "-np", command[0])
+    size = option(command, "-np", command[0])
     if raw_output_prefix(command) is None:
         return LauncherExitWatch("/nonexistent-horovod-markers", os.path.basename(command[0]), also=lambda: False)
     return LauncherExitWatch(job_failures(raw_output_prefix(command)).folder, os.path.basename(command[0]),
@@ -240,7 +205,7 @@ def _written(command: Sequence[str], name: str) -> bool:
     """Whether a file ``name`` is under the task's output prefix (a map task's element writes below it)."""
     import fsspec
 
-    fs, _, (root,) = fsspec.get_fs_token_paths(_option(command, "--output-prefix", entrypoint(command)).rstrip("/"))
+    fs, _, (root,) = fsspec.get_fs_token_paths(outputs_prefix(command).rstrip("/"))
     fs.invalidate_cache()
     return fs.exists(root) and any(path.rsplit("/", 1)[-1] == name for path in fs.find(root))
 

@@ -10,12 +10,13 @@ from flytekitplugins.kfmpi import task as kfmpi
 
 from .artifacts import SaysWhere, in_working_directory
 from .constructs import refuse_dynamic
+from .executor.cluster_command import cluster_command
 from .executor.elastic_job import check_elastic_job
 from .executor.flyte_context import FlyteRankContext
 from .executor.rank_start import launched_rank
 from .executor.settings import Horovod
 from .local_launcher import run_local_elastic
-from .mpi import adopt, cluster_command, execute_in_world, fill_job_defaults
+from .mpi import adopt, execute_in_world, fill_job_defaults
 
 
 @dataclass
