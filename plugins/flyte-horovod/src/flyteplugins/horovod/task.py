@@ -2,14 +2,17 @@
 
 A local run (``flyte run --local``, ``flyte.init(); flyte.run(...)``) starts ``worker.replicas * slots`` real Horovod
 ranks on this host through the runtime's local launcher, the one the v1 plugin's local runs use (Gloo, or ``mpirun``
-with ``Horovod(controller="mpi")``), and returns rank 0's result; a rank's failure is the runtime's named error (not retried where a retry would fail
-the same way: ``errors``).
+with ``Horovod(controller="mpi")``), and returns rank 0's result; a rank's failure is the runtime's named error (not
+retried where a retry would fail the same way: ``errors``). On a cluster the task is an MPIJob the Flyte 2 backend's
+``mpi`` plugin builds: the launcher pod runs ``container_args`` (the runtime's ``cluster_launcher`` around ``mpirun`` or
+``horovodrun`` around ``a0``), each rank runs the body once (``_in_world``) and rank 0's outputs are the task's.
 Nothing here imports flytekit.
 """
 
 import asyncio
 import functools
 import inspect
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Literal, Optional
 
@@ -19,10 +22,15 @@ from flyte._task import P, R
 from flyte.extend import AsyncFunctionTaskTemplate, TaskPluginRegistry
 from flyte.models import SerializationContext
 
+from flytekitplugins.horovod.executor.cluster_command import cluster_command, launcher_command
 from flytekitplugins.horovod.executor.elastic_job import check_elastic_job
 from flytekitplugins.horovod.executor.errors import RankFailedError as RankFailed
+from flytekitplugins.horovod.executor.errors import RankLostError
+from flytekitplugins.horovod.executor.failures import job_failures
+from flytekitplugins.horovod.executor.flyte2_error import write_flyte2_error
 from flytekitplugins.horovod.executor.rank_start import launched_rank
 from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigError, whole_number
+from flytekitplugins.horovod.executor.world_rank import WorldRank, run_in_world
 from flytekitplugins.horovod.local_launcher import run_local, run_local_elastic
 
 from .errors import as_flyte_error
@@ -155,15 +163,11 @@ class HorovodMPITask(AsyncFunctionTaskTemplate):
         self.plugin_config.num_ranks  # refuse a config with no worker count when the task is declared
 
     async def execute(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        tctx = internal_ctx().data.task_context
-        if launched_rank() is not None:  # already one rank of a launched world: run the body here, once
-            return await super().execute(*args, **kwargs)
-        if tctx is not None and tctx.mode != "local":
-            raise NotImplementedError("flyteplugins.horovod runs MPIJob tasks locally only, so far: the cluster "
-                                      "route (the launcher's command inside an MPIJob) is not built yet")
-        config = self.plugin_config
         from flyte._utils.asyncify import run_sync_in_thread
 
+        if launched_rank() is not None:  # one rank of the world the cluster launcher started: the body, once
+            return await run_sync_in_thread(self._in_world, as_kwargs(self.func, args, kwargs))
+        config = self.plugin_config
         body, arguments = in_a_rank(self.func), as_kwargs(self.func, args, kwargs)
         progress = ReportProgress() if self.report else None  # rank 0's lines in the report as they come
         on_line = progress.add if progress is not None else None
@@ -185,6 +189,30 @@ class HorovodMPITask(AsyncFunctionTaskTemplate):
         if not isinstance(config, HorovodJob):
             result = result[0]
         return result.value
+
+    def _in_world(self, kwargs: Dict[str, Any]) -> Any:
+        """This rank's run of the body, watched, in the job's failure record under the raw data path; its errors
+        are the plugin's. Every rank returns its result; ``a0`` uploads rank 0's only (``cluster_rank``)."""
+        tctx = internal_ctx().data.task_context
+        world = WorldRank(self.name, job_failures(tctx.raw_data_path.path),
+                          write_error=functools.partial(write_flyte2_error, tctx.output_path),
+                          stopped=RankLostError)
+        settings = self.plugin_config.horovod.files_in(os.getcwd()).for_body(self.func)
+        try:
+            return run_in_world(world, in_a_rank(self.func), kwargs, settings)[1]
+        except RankFailed as exc:
+            raise as_flyte_error(exc) from None
+
+    def container_args(self, sctx: SerializationContext) -> List[str]:
+        """The MPI operator's launcher command: the runtime's ``cluster_launcher`` (the task's slots restored, the
+        task's error written where the backend reads it) around ``mpirun`` or ``horovodrun`` (the task's controller),
+        around each rank's ``cluster_rank`` and Flyte 2's ``a0`` for this task (tests/flyte2/test_cluster.py)."""
+        config = self.plugin_config
+        if isinstance(config, HorovodJob):
+            raise NotImplementedError("HorovodJob (elastic) is not serialized for a Flyte 2 cluster yet: run it "
+                                      "locally, or use MPIJob (a fixed number of ranks) on a cluster")
+        rank = ["python", "-m", f"{__package__}.cluster_rank", *super().container_args(sctx)]
+        return cluster_command(config, launcher_command(config.num_ranks, config.horovod) + rank)
 
     def custom_config(self, sctx: SerializationContext) -> Optional[Dict[str, Any]]:
         """The template's ``custom``: flyteidl2's kubeflow ``DistributedMPITrainingTask`` as JSON (task type ``mpi``,
