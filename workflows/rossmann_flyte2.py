@@ -8,6 +8,7 @@ No flytekit: ``prepare`` runs in flyteplugins-spark's session, ``train`` on ``fl
 """
 
 import os
+import shutil
 import tempfile
 import typing
 
@@ -71,16 +72,24 @@ def prepare(data: Dir, hp: Hyperparameters) -> Dir:
 @ranks.task(report=True)
 def train(prepared: Dir, hp: Hyperparameters) -> Dir:
     """Runs on every rank (``horovod.tensorflow`` initialised by the plugin), each reading its shard of the Parquet
-    row groups; rank 0's model directory is the output, its epochs in the task's report as they finish."""
+    row groups; rank 0's model directory is the output, its epochs in the task's report as they finish. Rank 0
+    restores the task's checkpoint (a previous attempt's: a retry resumes after its last epoch) and saves one after
+    every epoch."""
     from rossmann import report
     from rossmann.predict import submission_from_dirs
     from rossmann.train import train_rank
 
     quiet_this_process()
-    prepared_dir, out = prepared.download_sync(), _folder("model")
+    rank, checkpoint = launched_rank() or 0, flyte.ctx().checkpoint
+    prepared_dir, out, checkpoint_dir = prepared.download_sync(), _folder("model"), _folder("checkpoint")
+    restored = checkpoint.load_sync() if checkpoint is not None and rank == 0 else None
+    if restored is not None:
+        shutil.copytree(restored, checkpoint_dir, dirs_exist_ok=True)
+        print(f"[train] restored the previous attempt's checkpoint ({checkpoint.remote_source})", flush=True)
     train_rank(prepared_dir, out, epochs=hp.epochs, batch_size=hp.batch_size, learning_rate=hp.learning_rate,
-               hidden=hp.hidden, seed=hp.seed, compression=compression(), checkpoint_dir=_folder("checkpoint"))
-    if (launched_rank() or 0) == 0:
+               hidden=hp.hidden, seed=hp.seed, compression=compression(), checkpoint_dir=checkpoint_dir,
+               checkpoint_saved=checkpoint.save_sync if checkpoint is not None else None)
+    if rank == 0:
         scores = report.score_test(submission_from_dirs(prepared_dir, out), prepared_dir)
         print(report.summary(report.add_scores(out, prepared_dir, scores)), flush=True)
     return Dir.from_local_sync(out)

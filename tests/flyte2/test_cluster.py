@@ -68,11 +68,14 @@ def _mpi_job(template) -> dict:
 class Attempt:
     """One attempt's blob-store paths and the launcher pod's environment, as local folders."""
 
-    def __init__(self, root: pathlib.Path):
-        self.root = root
-        for sub in ("inputs", "outputs", "raw", "checkpoint", "run"):
+    def __init__(self, root: pathlib.Path, prev_checkpoint: str = '""'):
+        self.root, self.prev_checkpoint = root, prev_checkpoint
+        for sub in ("inputs", "outputs", "raw", "run"):
             (root / sub).mkdir(parents=True)
         self.inputs, self.outputs, self.raw = root / "inputs" / "inputs.pb", root / "outputs", root / "raw"
+        # the attempt's checkpoint: one object the SDK writes, <raw output prefix>/_flytecheckpoints
+        # (flyteplugins/go/tasks/pluginmachinery/ioutils/paths.go, ConstructCheckpointPath)
+        self.checkpoint = self.raw / "_flytecheckpoints"
 
     def write_inputs(self, task, **values) -> None:
         from flyte._internal.runtime.convert import convert_from_native_to_inputs
@@ -82,7 +85,7 @@ class Attempt:
 
     def render(self, args):
         values = {"input": str(self.inputs), "outputprefix": str(self.outputs), "rawoutputdataprefix": str(self.raw),
-                  "checkpointoutputprefix": str(self.root / "checkpoint"), "prevcheckpointprefix": '""',
+                  "checkpointoutputprefix": str(self.checkpoint), "prevcheckpointprefix": self.prev_checkpoint,
                   "runstarttime": "2026-11-28T10:00:00Z"}
         return [_TEMPLATE.sub(lambda m: values.get(m.group(1).lower(), m.group(0)), arg) for arg in args]
 
@@ -102,12 +105,12 @@ class Attempt:
         return execution_pb2.ErrorDocument.FromString((self.outputs / "error.pb").read_bytes())
 
 
-def _launch(task, tmp_path, **inputs):
+def _launch(task, tmp_path, attempt_dir: str = "attempt", prev_checkpoint: str = '""', **inputs):
     """The launcher pod: the operator's hostfile (localhost stands for both worker pods, 1 slot each), the rendered
     args with ``$(OMPI_MCA_orte_default_hostfile)`` expanded, run from the image's working directory."""
     template = _template(task)
     job = _mpi_job(template)
-    attempt = Attempt(tmp_path / "attempt")
+    attempt = Attempt(tmp_path / attempt_dir, prev_checkpoint)
     attempt.write_inputs(task, **inputs)
     hostfile = tmp_path / "hostfile"
     hostfile.write_text(operator_hostfile(["localhost"], job["workers"] * job["slots_per_worker"]))
@@ -161,3 +164,18 @@ def test_a_killed_rank_is_the_task_s_error_named_and_retried(tmp_path):
     error = attempt.error().error
     assert error.code == "RankLostError" and error.kind == execution_pb2.ContainerError.RECOVERABLE, error
     assert "rank 1" in error.message and "SIGKILL" in error.message, error.message
+
+
+def test_a_retry_resumes_from_the_checkpoint_rank_0_saved_in_the_attempt_before(tmp_path):
+    """Attempt 1's rank 0 saves to its ``--checkpoint-path`` and rank 1 is killed: a retryable error. Attempt 2 runs
+    with ``--prev-checkpoint`` set to attempt 1's checkpoint prefix, as the backend renders it for a retry, and its
+    rank 0 loads what attempt 1 saved (``flyte.ctx().checkpoint`` in an ``a0`` rank)."""
+    log = str(tmp_path / "attempts.log")
+    first, ran = _launch(flows.resumes_from_rank_0s_checkpoint, tmp_path, "attempt-1", log=log)
+    assert ran.returncode == 0 and first.error().error.code == "RankLostError", ran.output[-4000:]
+    assert first.checkpoint.is_file(), "attempt 1 saved no checkpoint"
+    second, ran = _launch(flows.resumes_from_rank_0s_checkpoint, tmp_path, "attempt-2",
+                          prev_checkpoint=str(first.checkpoint), log=log)
+    assert ran.returncode == 0, ran.output[-4000:]
+    output = second.outputs_value(flows.resumes_from_rank_0s_checkpoint)
+    assert output == "rank 0 of 2: 3.0; restored attempt 1", ran.output[-4000:]

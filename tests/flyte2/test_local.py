@@ -60,6 +60,14 @@ def test_a_rank_that_raises_is_not_retried_and_a_lost_rank_is(local, tmp_path):
     assert (tmp_path / "killed").read_text().count("attempt") == 2
 
 
+def test_a_retry_s_rank_0_loads_the_checkpoint_the_first_attempt_s_rank_0_saved(local, tmp_path):
+    """``flyte.ctx().checkpoint`` in a rank is the task's: the first attempt's rank 0 saves, rank 1 is killed, and
+    the retry's rank 0 loads what was saved (Flyte 2's local controller stages it for the retry)."""
+    output = _output(flyte.run(flows.resumes_from_rank_0s_checkpoint, log=str(tmp_path / "attempts")))
+    assert output == "rank 0 of 2: 3.0; restored attempt 1", output
+    assert (tmp_path / "attempts").read_text().count("attempt") == 2
+
+
 @pytest.mark.serial  # a bound on how fast the stall is named
 def test_ranks_out_of_step_fail_within_stall_timeout_naming_the_tensor_and_the_missing_rank(local):
     """Horovod(stall_timeout=8): rank 0 waits in ``epoch_loss``, rank 1 in its extra ``step_2``."""

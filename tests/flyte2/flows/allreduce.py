@@ -1,5 +1,5 @@
 """Flyte 2 tasks for tests/flyte2: a two-rank allreduce (Gloo and mpirun), a rank that raises, ranks out of step, and
-ranks that fail under retries (one the same way each attempt, one killed once)."""
+ranks that fail under retries (one the same way each attempt, one killed once, one resuming from its checkpoint)."""
 
 import flyte
 
@@ -94,6 +94,33 @@ def rank_1_killed_on_the_first_attempt(log: str) -> str:
     if hvd.rank() == 1 and _attempt(log) == 1:
         os.kill(os.getpid(), signal.SIGKILL)
     return _allreduce(1.0)
+
+
+@gloo.task(retries=1)
+def resumes_from_rank_0s_checkpoint(log: str) -> str:
+    """Rank 0 loads the task's checkpoint (``flyte.ctx().checkpoint``) and saves this attempt's number in it; rank 1
+    is killed on the first attempt, after the save: the retry's rank 0 loads the first attempt's checkpoint."""
+    import os
+    import signal
+
+    import horovod.torch as hvd
+    import torch
+
+    if hvd.rank() == 1:
+        _attempt(log)
+    hvd.allreduce(torch.tensor([0.0]), name="counted")  # rank 1 has counted this attempt in the log
+    with open(log) as attempts:
+        attempt = len(attempts.readlines())
+    previous = None
+    if hvd.rank() == 0:
+        checkpoint = flyte.ctx().checkpoint
+        restored = checkpoint.load_sync()
+        previous = restored.read_text() if restored is not None else "nothing"
+        checkpoint.save_sync(f"attempt {attempt}".encode())
+    hvd.allreduce(torch.tensor([0.0]), name="saved")
+    if hvd.rank() == 1 and attempt == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"{_allreduce(1.0)}; restored {previous}"
 
 
 elastic = flyte.TaskEnvironment(name="hvd_elastic", plugin_config=HorovodJob(worker=Worker(replicas=2), min_workers=1))

@@ -35,6 +35,7 @@ from flytekitplugins.horovod.local_launcher import run_local, run_local_elastic
 
 from .errors import as_flyte_error
 from .progress import ReportProgress
+from .rank_context import Flyte2RankContext
 
 RestartPolicy = Literal["always", "failure", "never"]  # kfmpi's RestartPolicy members, lower-cased
 _RESTART = {"always": "RESTART_POLICY_ALWAYS", "failure": "RESTART_POLICY_ON_FAILURE", "never": "RESTART_POLICY_NEVER"}
@@ -171,14 +172,16 @@ class HorovodMPITask(AsyncFunctionTaskTemplate):
         body, arguments = in_a_rank(self.func), as_kwargs(self.func, args, kwargs)
         progress = ReportProgress() if self.report else None  # rank 0's lines in the report as they come
         on_line = progress.add if progress is not None else None
+        rank_context = Flyte2RankContext.capture()  # flyte.ctx() in the ranks: the checkpoint, the raw data path
         if isinstance(config, HorovodJob):
             launch = run_sync_in_thread(
                 run_local_elastic, body, arguments, workers=config.worker.replicas, min_workers=config.min_workers,
                 max_workers=config.max_workers, slots=config.slots, settings=config.horovod,
-                elastic_timeout=config.elastic_timeout, on_rank0_line=on_line)
+                elastic_timeout=config.elastic_timeout, on_rank0_line=on_line, flyte=rank_context)
         else:
             launch = run_sync_in_thread(run_local, body, arguments, num_proc=config.num_ranks,
-                                        settings=config.horovod, says_where=True, on_rank0_line=on_line)
+                                        settings=config.horovod, says_where=True, on_rank0_line=on_line,
+                                        flyte=rank_context)
         launch = asyncio.ensure_future(launch)
         try:
             if progress is not None:

@@ -1,10 +1,13 @@
-"""The parts of a task's Flyte execution context that a rank rebuilds in its own process."""
+"""The parts of a task's Flyte execution context that a rank rebuilds in its own process.
+
+A rank job takes any object with this class's ``enter`` and ``decks`` (``rank.RankJob.flyte``): this one for flytekit,
+``flyteplugins.horovod.rank_context.Flyte2RankContext`` for Flyte 2."""
 
 import contextlib
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional
 
 from . import _shims
 
@@ -82,3 +85,8 @@ class FlyteRankContext:
                 yield new_ctx
         finally:
             shutil.rmtree(sandbox, ignore_errors=True)
+
+    @staticmethod
+    def decks(ctx: Any) -> List[Any]:
+        """The Decks the body made in the context ``enter`` yielded (rank 0's reach the task's)."""
+        return list(ctx.user_space_params.decks)

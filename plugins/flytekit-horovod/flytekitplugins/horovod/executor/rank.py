@@ -72,7 +72,7 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
         else:
             with job.flyte.enter(job.workdir) as ctx:
                 value = fn(**job.kwargs)
-                decks = list(ctx.user_space_params.decks)
+                decks = job.flyte.decks(ctx)
         rank = current_rank(job.settings, rank)
         if rank != 0 and not job.all_ranks:
             return None
