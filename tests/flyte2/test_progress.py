@@ -1,6 +1,6 @@
 """Live progress in a Flyte 2 task's report (``@env.task(report=True)``): while the ranks train, rank 0's epoch lines
 are in the report file Flyte 2 writes (a local run's, under ``/tmp/flyte/metadata``), with epochs done of total and
-the time left, flushed as they happen, not only at the end."""
+the time left and a curve of the loss, flushed as they happen, not only at the end."""
 
 import glob
 import subprocess
@@ -59,4 +59,7 @@ def test_the_report_shows_the_epochs_while_the_ranks_train():
     final = _report(tag)
     assert "epoch 4 of 4 done" in final and "about 0 s left" in final, final[-2000:]
     assert all(f"<td>{epoch}/4</td>" in final for epoch in range(1, 5)), final[-2000:]  # one table row an epoch
+    # the loss curve: the flow's loss is 1/epoch, averaged over the ranks, so it ends at 0.25 from 1
+    assert 'aria-label="loss: 0.25 at epoch 4 (from 0.25 to 1)"' in final, final[-2000:]
+    assert final.count("<polyline") == 1, final[-2000:]  # the loss is the only metric of these lines
     assert leftovers(marker) == []
