@@ -11,7 +11,7 @@ import pytest
 from tests.support import ROOT
 
 SCRIPTS = ["launch", "prep", "predict", "train_scale", "floor", "recipe", "phases", "steps", "full_size", "growth",
-           "reference", "vs_ddp"]
+           "reference", "vs_ddp", "vs_mwms"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -90,3 +90,22 @@ def test_the_ddp_comparison_runs_every_contestant_on_the_same_rows():
     ddp = runs["DDP"][0]["final_loss"]
     for name in ("horovod gloo", "horovod mpirun", "MPIJob task"):
         assert runs[name][0]["final_loss"] == pytest.approx(ddp, rel=1e-3), (name, runs[name][0], ddp)
+
+
+def test_the_mwms_comparison_runs_every_contestant_on_the_same_rows():
+    """bench/vs_mwms.py --quick: Horovod (gloo, mpirun), tf.distribute's MultiWorkerMirroredStrategy and one process
+    each fit the Rossmann Keras model 20 steps on the same rows and print their RATIO lines; the distributed ones train
+    the same model, so their losses after the steps are close (dropout's masks differ between the frameworks)."""
+    ran = subprocess.run([sys.executable, "-m", "bench.vs_mwms", "--quick"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-4000:]
+    for name in ("horovod gloo", "horovod mpirun"):
+        assert re.search(rf"RATIO rossmann keras: {name} / MWMS samples per second = \d+\.\d\dx", ran.stdout), \
+            ran.stdout
+    saved = json.loads((ROOT / ".cache" / "bench" / "results" / "vs_mwms-quick.json").read_text())
+    runs = saved["runs"]
+    assert sorted(runs) == sorted(["horovod gloo", "horovod mpirun", "MWMS", "one process"])
+    assert all(run[0]["ranks"] == (1 if name == "one process" else 2) for name, run in runs.items()), runs
+    mwms = runs["MWMS"][0]["final_loss"]
+    for name in ("horovod gloo", "horovod mpirun"):
+        assert runs[name][0]["final_loss"] == pytest.approx(mwms, rel=0.05), (name, runs[name][0], mwms)
