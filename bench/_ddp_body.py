@@ -14,8 +14,6 @@ rounding and dropout's masks. The rate is Adam's ``learning_rate x RANKS`` (Horo
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any, Dict, Sequence
@@ -103,19 +101,9 @@ def _start(mode: str):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=["horovod", "ddp", "single"], required=True)
-    p.add_argument("--prepared", required=True)
-    p.add_argument("--hidden", default="256,128")
-    p.add_argument("--batch", type=int, default=512)
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--threads", type=int, default=1)
-    args = p.parse_args()
-    result = train(args.mode, args.prepared, [int(h) for h in args.hidden.split(",")], args.batch, args.steps,
-                   args.warmup, args.threads)
-    if result["rank"] == 0:
-        print("RESULT " + json.dumps(result), flush=True)
+    from bench._body_cli import run
+
+    run(__doc__.split("\n\n")[0], ["horovod", "ddp", "single"], train)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ contestant is scored alike.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -135,21 +134,11 @@ def launch_workers(argv: Sequence[str]) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=["horovod", "mwms", "single"], required=True)
-    p.add_argument("--prepared", required=True)
-    p.add_argument("--hidden", default="256,128")
-    p.add_argument("--batch", type=int, default=512)
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--threads", type=int, default=1)
-    args = p.parse_args()
-    if args.mode == "mwms" and "TF_CONFIG" not in os.environ:
+    from bench._body_cli import run
+
+    if "--mode" in sys.argv and sys.argv[sys.argv.index("--mode") + 1:][:1] == ["mwms"] and "TF_CONFIG" not in os.environ:
         sys.exit(launch_workers(sys.argv[1:]))
-    result = train(args.mode, args.prepared, [int(h) for h in args.hidden.split(",")], args.batch, args.steps,
-                   args.warmup, args.threads)
-    if result["rank"] == 0:
-        print("RESULT " + json.dumps(result), flush=True)
+    run(__doc__.split("\n\n")[0], ["horovod", "mwms", "single"], train)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from bench._common import CACHE, PYTHON, VENV_BIN, header, machine, median, parser, round_robin, save, table
 from tests.support import ROOT, run_command
@@ -63,6 +63,20 @@ def result_of(command: List[str]) -> Dict:
     return json.JSONDecoder().raw_decode(found[-1].split("RESULT ", 1)[1])[0]
 
 
+def contestant_runs(commands: Dict[str, List[str]], reps: int) -> Tuple[Dict[str, List[float]], Dict[str, List[Dict]]]:
+    """Each command run ``reps`` times, round-robin: (samples per second of each run, each run's result) by name."""
+    runs: Dict[str, List[Dict]] = {}
+
+    def contestant(name: str, command: List[str]):
+        def measure() -> float:
+            run = result_of(command)
+            runs.setdefault(name, []).append(run)
+            return run["samples_per_s"]
+        return measure
+
+    return round_robin({name: contestant(name, command) for name, command in commands.items()}, reps), runs
+
+
 def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, help="timed steps of every model (default: %s)" % STEPS)
@@ -76,20 +90,11 @@ def main() -> None:
     models = ["rossmann"] if args.quick else args.models.split(",")
     for model, hidden in ((name, MODELS[name]) for name in models):
         steps = 20 if args.quick else args.steps or STEPS[model]
-        runs: Dict[str, List[Dict]] = {}
-
-        def contestant(name: str, command: List[str]):
-            def measure() -> float:
-                run = result_of(command)
-                runs.setdefault(name, []).append(run)
-                return run["samples_per_s"]
-            return measure
 
         print(f"\n{model} model ({hidden}), {steps} steps after 10 warm-up steps, batch 512 per rank", flush=True)
         chosen = set(args.contestants.split(",")) | {"DDP"} if args.contestants else None
-        samples = round_robin({name: contestant(name, command)
-                               for name, command in commands(data, hidden, steps, 10).items()
-                               if chosen is None or name in chosen}, reps)
+        samples, runs = contestant_runs({name: command for name, command in commands(data, hidden, steps, 10).items()
+                                         if chosen is None or name in chosen}, reps)
         ddp = median(samples["DDP"])
         rows = [[name, f"{median(values):,.0f}", f"{median(values) / ddp:.2f}x",
                  f"{median([r['final_loss'] for r in runs[name]]):.4f}", ", ".join(f"{v:,.0f}" for v in values)]

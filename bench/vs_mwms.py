@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from bench._common import PYTHON, VENV_BIN, header, machine, median, parser, round_robin, save, table
-from bench.vs_ddp import prepared, result_of
+from bench._common import PYTHON, VENV_BIN, header, machine, median, parser, save, table
+from bench.vs_ddp import contestant_runs, prepared
 
 HIDDEN = "256,128"  # the Rossmann defaults
 STEPS = 200
@@ -44,18 +44,8 @@ def main() -> None:
     steps = 20 if args.quick else args.steps
     header("Horovod vs tf.distribute.MultiWorkerMirroredStrategy vs one process (Keras)", args.quick)
     data = str(prepared(args.quick))
-    runs: Dict[str, List[Dict]] = {}
-
-    def contestant(name: str, command: List[str]):
-        def measure() -> float:
-            run = result_of(command)
-            runs.setdefault(name, []).append(run)
-            return run["samples_per_s"]
-        return measure
-
     print(f"\nRossmann Keras model ({HIDDEN}), {steps} steps after 10 warm-up steps, batch 512 per rank", flush=True)
-    samples = round_robin({name: contestant(name, command) for name, command in commands(data, steps, 10).items()},
-                          reps)
+    samples, runs = contestant_runs(commands(data, steps, 10), reps)
     mwms = median(samples["MWMS"])
     rows = [[name, f"{median(values):,.0f}", f"{median(values) / mwms:.2f}x",
              f"{median([r['final_loss'] for r in runs[name]]):.4f}", ", ".join(f"{v:,.0f}" for v in values)]
