@@ -106,8 +106,9 @@ class Attempt:
 
 
 def _launch(task, tmp_path, attempt_dir: str = "attempt", prev_checkpoint: str = '""', **inputs):
-    """The launcher pod: the operator's hostfile (localhost stands for both worker pods, 1 slot each), the rendered
-    args with ``$(OMPI_MCA_orte_default_hostfile)`` expanded, run from the image's working directory."""
+    """The launcher pod: the operator's hostfile (localhost stands for every worker pod, with the backend's 1 slot
+    each), the rendered args with ``$(OMPI_MCA_orte_default_hostfile)`` expanded, run from the image's working
+    directory."""
     template = _template(task)
     job = _mpi_job(template)
     attempt = Attempt(tmp_path / attempt_dir, prev_checkpoint)
@@ -137,12 +138,16 @@ def test_the_template_is_an_mpi_job_whose_launcher_runs_a0_on_every_rank():
         ["-np", "2"]
 
 
-@pytest.mark.parametrize("task", [flows.allreduce, flows.allreduce_mpi], ids=["horovodrun gloo", "mpirun"])
+@pytest.mark.parametrize("task", [flows.allreduce, flows.allreduce_mpi, flows.allreduce_two_slots],
+                         ids=["horovodrun gloo", "mpirun", "1 worker of 2 slots"])
 def test_the_launcher_command_runs_two_ranks_and_rank_0s_result_is_the_output(tmp_path, task):
+    """For the task of one worker pod of 2 slots the operator's hostfile says ``localhost slots=1`` (the backend's
+    ``SlotsPerWorker`` is 1): its second rank exists only through the launcher's copy with the task's slots."""
     attempt, ran = _launch(task, tmp_path, x=1.0)
     assert ran.returncode == 0, ran.output[-4000:]
     assert attempt.outputs_value(task) == "rank 0 of 2: 3.0", ran.output[-4000:]  # both ranks took part
     assert sorted(os.listdir(attempt.outputs)) == ["outputs.pb"]  # rank 1 uploaded nothing, no error document
+    assert (tmp_path / "hostfile").read_text() == f"localhost slots={_mpi_job(_template(task))['workers']}\n"
 
 
 def test_a_rank_that_raises_is_the_task_s_error_named_and_not_retried(tmp_path):

@@ -9,6 +9,8 @@ gloo = flyte.TaskEnvironment(name="hvd_gloo", plugin_config=MPIJob(worker=Worker
 # ranks out of step fail after 8 s (Horovod's stall check warns after 2 s, a quarter of it)
 stalls = flyte.TaskEnvironment(name="hvd_stall",
                                plugin_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(stall_timeout=8)))
+# one worker pod of 2 slots: the backend's MPIJob gives it 1 slot (slotsPerWorker), the launcher restores 2
+two_slots = flyte.TaskEnvironment(name="hvd_two_slots", plugin_config=MPIJob(worker=Worker(replicas=1), slots=2))
 mpi = flyte.TaskEnvironment(name="hvd_mpi",
                             plugin_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(controller="mpi")))
 
@@ -28,6 +30,11 @@ def allreduce(x: float) -> str:
 
 @mpi.task
 def allreduce_mpi(x: float) -> str:
+    return _allreduce(x)
+
+
+@two_slots.task
+def allreduce_two_slots(x: float) -> str:
     return _allreduce(x)
 
 
