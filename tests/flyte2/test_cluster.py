@@ -41,7 +41,6 @@ from tests.support import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.needs_framework("pytorch")
 
-FLYTE2_BACKEND = "flyteorg/flyte 6fadb90d65af26f4db908ec1c5f5af546a3e4299"
 LAUNCHER = ["python", "-m", "flytekitplugins.horovod.cluster_launcher", "--slots"]
 RANK = ["python", "-m", "flyteplugins.horovod.cluster_rank", "a0"]
 _TEMPLATE = re.compile(r"\{\{\s*[.$](\w+)\s*\}\}", re.IGNORECASE)

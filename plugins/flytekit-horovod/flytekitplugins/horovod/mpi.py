@@ -29,7 +29,6 @@ from .local_launcher import run_local
 logger = logging.getLogger("flytekitplugins.horovod")
 
 
-
 # kfmpi's deprecated fields ([DEPRECATED] in flytekitplugins-kfmpi 1.16's docstrings) and what replaces each
 DEPRECATED_FIELDS = {"num_workers": "worker=Worker(replicas={})", "num_launcher_replicas": "launcher=Launcher(replicas={})"}
 _warned: Set[str] = set()  # the deprecated fields this process has warned about
