@@ -56,21 +56,21 @@ ENV VENV=/opt/venv \
 # package folders to exist (and the Flyte 2 plugin's flytekit-plugin module, which `import flytekit` loads); the real
 # code is copied over them below.
 COPY pyproject.toml constraints.txt README.md /root/
+COPY plugins/horovod-flyte-runtime/pyproject.toml plugins/horovod-flyte-runtime/README.md /root/plugins/horovod-flyte-runtime/
 COPY plugins/flytekit-horovod/pyproject.toml plugins/flytekit-horovod/README.md /root/plugins/flytekit-horovod/
 COPY plugins/flyte-horovod/pyproject.toml plugins/flyte-horovod/README.md /root/plugins/flyte-horovod/
 COPY scripts/setup.sh /root/scripts/setup.sh
-# setup.sh builds Horovod with the plugin's build command (python -m flytekitplugins.horovod.build, the one
-# horovod_image_spec runs too) and its patch series; the command imports no other module of the plugin.
-COPY plugins/flytekit-horovod/flytekitplugins/horovod/build.py \
-     plugins/flytekit-horovod/flytekitplugins/horovod/build_info.py \
-     /root/plugins/flytekit-horovod/flytekitplugins/horovod/
-COPY plugins/flytekit-horovod/flytekitplugins/horovod/patches /root/plugins/flytekit-horovod/flytekitplugins/horovod/patches
-COPY plugins/flytekit-horovod/flytekitplugins/horovod/executor/frameworks.py \
-     /root/plugins/flytekit-horovod/flytekitplugins/horovod/executor/
-RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod/executor plugins/flyte-horovod/src/flyteplugins/horovod \
-             rossmann \
-    && touch plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py \
-             plugins/flytekit-horovod/flytekitplugins/horovod/executor/__init__.py \
+# setup.sh builds Horovod with the plugin's build command (python -m horovod_flyte_runtime.build, the one
+# horovod_image_spec runs too) and its patch series; the command imports no other module of the runtime.
+COPY plugins/horovod-flyte-runtime/src/horovod_flyte_runtime/build.py \
+     plugins/horovod-flyte-runtime/src/horovod_flyte_runtime/build_info.py \
+     plugins/horovod-flyte-runtime/src/horovod_flyte_runtime/frameworks.py \
+     /root/plugins/horovod-flyte-runtime/src/horovod_flyte_runtime/
+COPY plugins/horovod-flyte-runtime/src/horovod_flyte_runtime/patches \
+     /root/plugins/horovod-flyte-runtime/src/horovod_flyte_runtime/patches
+RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod plugins/flyte-horovod/src/flyteplugins/horovod rossmann \
+    && touch plugins/horovod-flyte-runtime/src/horovod_flyte_runtime/__init__.py \
+             plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py \
              plugins/flyte-horovod/src/flyteplugins/horovod/__init__.py \
              plugins/flyte-horovod/src/flyteplugins/horovod_migrate.py rossmann/__init__.py
 # The Horovod wheel the build command makes is kept in a BuildKit cache (.cache/horovod), so a rebuild does not

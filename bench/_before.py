@@ -7,9 +7,9 @@ import shutil
 import tempfile
 
 from flytekitplugins.horovod import mpi
-from flytekitplugins.horovod.executor.failures import RankFailures
-from flytekitplugins.horovod.executor.rank import RankJob, import_path, run_rank
-from flytekitplugins.horovod.executor.settings import Horovod
+from horovod_flyte_runtime.failures import RankFailures
+from horovod_flyte_runtime.rank import RankJob, import_path, run_rank
+from horovod_flyte_runtime.settings import Horovod
 
 
 def run_local_before(fn, kwargs=None, num_proc=2, settings=None, flyte=None, all_ranks=False):

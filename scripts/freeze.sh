@@ -11,7 +11,7 @@ FILE=${2:-$ROOT/constraints.txt}
 {
     sed -n '/^#/!q; p' "$FILE"
     "$VENV/bin/pip" freeze --all --exclude-editable --disable-pip-version-check \
-        | grep -v -E "^(-e |flytekitplugins-horovod|flyteplugins-horovod|rossmann-horovod-flyte)" \
+        | grep -v -E "^(-e |horovod-flyte-runtime|flytekitplugins-horovod|flyteplugins-horovod|rossmann-horovod-flyte)" \
         | sed -e 's|^horovod @ .*|horovod==0.28.1|' -e 's|^torch==\([0-9.]*\)+.*|torch==\1|'
 } > "$FILE.new"
 mv "$FILE.new" "$FILE"

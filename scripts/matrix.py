@@ -100,8 +100,9 @@ def build(leg: Leg, log: Path) -> Dict[str, object]:
         code = 0 if Path(leg.bin_python).exists() else run([interpreter(leg.python), "-m", "venv", str(leg.venv)], log)
         code = (code
                 or run(pip + ["-r", str(leg.requirements)], log)
-                or run(pip + ["--no-deps", "-e", str(ROOT / "plugins" / "flytekit-horovod"), "-e", str(ROOT)], log)
-                or run([leg.bin_python, "-m", "flytekitplugins.horovod.build", "--frameworks", *leg.frameworks,
+                or run(pip + ["--no-deps", "-e", str(ROOT / "plugins" / "horovod-flyte-runtime"),
+                               "-e", str(ROOT / "plugins" / "flytekit-horovod"), "-e", str(ROOT)], log)
+                or run([leg.bin_python, "-m", "horovod_flyte_runtime.build", "--frameworks", *leg.frameworks,
                         "--cache-dir", str(ROOT / ".cache" / "horovod")], log))
     text = log.read_text(errors="replace")
     reported = re.findall(r"^horovod \S+ for Python .*$", text, re.M)

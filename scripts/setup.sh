@@ -3,7 +3,7 @@
 #   system packages (Java for pyspark, OpenMPI and an ssh client for mpirun, cmake, g++ and patch for Horovod),
 #   a virtual environment in .venv, TensorFlow and PyTorch first, then the plugin and this project (both editable)
 #   and their pinned dependencies, then Horovod built against both frameworks by the plugin's build command
-#   (python -m flytekitplugins.horovod.build: the sdist with the plugin's patch series, Gloo, plus MPI when OpenMPI
+#   (python -m horovod_flyte_runtime.build: the sdist with the plugin's patch series, Gloo, plus MPI when OpenMPI
 #   is present). Its build is reported from what really runs: a framework counts only if its hvd.init() and a 1-rank
 #   allreduce work.
 # The Dockerfile runs this same script, so the image and a local set-up install the same pins.
@@ -25,7 +25,8 @@ GPU=${GPU:-0}
 WITH_MPI=${WITH_MPI:-auto}
 EXTRAS=${EXTRAS:-test}
 PLUGIN=$ROOT/plugins/flytekit-horovod  # the plugin: its own distribution, installed before the example project
-PLUGIN_PKG=$PLUGIN/flytekitplugins/horovod  # its build command (build.py) and Horovod patch series (patches/)
+RUNTIME=$ROOT/plugins/horovod-flyte-runtime  # the runtime under both plugins, its own distribution too
+RUNTIME_PKG=$RUNTIME/src/horovod_flyte_runtime  # its build command (build.py) and Horovod patch series (patches/)
 export TF_CPP_MIN_LOG_LEVEL=3 PIP_DISABLE_PIP_VERSION_CHECK=1
 say() { echo "[setup] $*" >&2; }
 
@@ -97,8 +98,8 @@ fi
 
 # --- 2. is the environment already current? ---------------------------------------------------
 # The build command and its patch series are part of the key: a changed patch rebuilds (its wheel cache is keyed too).
-key=$(cat "$ROOT/pyproject.toml" "$PLUGIN/pyproject.toml" "$ROOT/plugins/flyte-horovod/pyproject.toml" "$CONSTRAINTS" "$ROOT/scripts/setup.sh" "$PLUGIN_PKG/build.py" \
-    "$PLUGIN_PKG"/patches/* | sha256sum | cut -c1-16)
+key=$(cat "$ROOT/pyproject.toml" "$RUNTIME/pyproject.toml" "$PLUGIN/pyproject.toml" "$ROOT/plugins/flyte-horovod/pyproject.toml" \
+    "$CONSTRAINTS" "$ROOT/scripts/setup.sh" "$RUNTIME_PKG/build.py" "$RUNTIME_PKG"/patches/* | sha256sum | cut -c1-16)
 key="$key-$TF_PACKAGE-gpu$GPU-mpi$WITH_MPI-$EXTRAS"
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.setup-key" 2>/dev/null)" = "$key" ]; then
     say "environment in $VENV is up to date"
@@ -127,8 +128,8 @@ say "installing $TF_PACKAGE==$tf_version${tf_keras:+ with tf-keras==$tf_keras} a
 "${UV[@]}" -c "$CONSTRAINTS" "$TF_PACKAGE==$tf_version" ${tf_keras:+"tf-keras==$tf_keras"}
 "${UV[@]}" -c "$CONSTRAINTS" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==$torch_version"
 
-say "installing the plugin (plugins/flytekit-horovod), the Rossmann project and their pinned dependencies"
-"${UV[@]}" -c "$CONSTRAINTS" -e "$PLUGIN" -e "$ROOT[$EXTRAS]"
+say "installing the runtime and the plugin (plugins/horovod-flyte-runtime, plugins/flytekit-horovod), the Rossmann project and their pinned dependencies"
+"${UV[@]}" -c "$CONSTRAINTS" -e "$RUNTIME" -e "$PLUGIN" -e "$ROOT[$EXTRAS]"
 # the Flyte 2 plugin where the stack has the flyte SDK (it needs protobuf >= 6.30: not beside TensorFlow 2.15)
 if [ -n "$(pinned flyte)" ]; then
     say "installing the Flyte 2 plugin (plugins/flyte-horovod) and flyte==$(pinned flyte)"
@@ -140,7 +141,7 @@ fi
 # it was built against. It checks what really runs: hvd.init() and a 1-rank allreduce per framework, the controllers.
 controllers=(gloo); [ "$WITH_MPI" = 1 ] && controllers+=(mpi)
 operations=cpu; [ "$GPU" = 1 ] && operations=nccl
-if ! "$VENV/bin/python" -m flytekitplugins.horovod.build --frameworks tensorflow pytorch \
+if ! "$VENV/bin/python" -m horovod_flyte_runtime.build --frameworks tensorflow pytorch \
         --controllers "${controllers[@]}" --operations "$operations" --cache-dir "$ROOT/.cache/horovod"; then
     say "horovod did not build, or hvd.init() and a 1-rank allreduce do not run in every framework (above)"
     exit 1

@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(items):
     """``@pytest.mark.needs_framework("mxnet")``: skipped, saying so, where this Horovod build lacks the framework (the
     default set-up builds TensorFlow and PyTorch; make matrix's legs build others). A ``multihost`` test is also
     ``serial``: its hosts' traffic and timings are what it asserts, so ``make test`` runs it alone."""
-    from flytekitplugins.horovod.build_info import built_frameworks
+    from horovod_flyte_runtime.build_info import built_frameworks
 
     built = built_frameworks()
     for item in items:

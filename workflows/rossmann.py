@@ -36,8 +36,8 @@ from flytekitplugins.horovod import (
     spark_checkpoint_url,
     spark_store,
 )
-from flytekitplugins.horovod.executor.noise import quiet_this_process
-from flytekitplugins.horovod.executor.rank_start import launched_rank
+from horovod_flyte_runtime.noise import quiet_this_process
+from horovod_flyte_runtime.rank_start import launched_rank
 from rossmann import hyperparameters
 
 log = logging.getLogger("workflows.rossmann")

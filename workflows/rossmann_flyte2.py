@@ -16,10 +16,10 @@ import flyte
 from flyte.io import Dir
 from flyteplugins.spark.task import Spark
 
-from flytekitplugins.horovod.executor.noise import quiet_this_process
-from flytekitplugins.horovod.executor.rank_start import launched_rank
-from flytekitplugins.horovod.executor.running_settings import compression
 from flyteplugins.horovod import Horovod, MPIJob, Worker
+from horovod_flyte_runtime.noise import quiet_this_process
+from horovod_flyte_runtime.rank_start import launched_rank
+from horovod_flyte_runtime.running_settings import compression
 from rossmann.hyperparameters import Hyperparameters
 
 RANKS = 2  # Horovod ranks of the training task

@@ -18,7 +18,7 @@ MPIRUN_BASE = ["mpirun", "--allow-run-as-root", "-bind-to", "none", "-map-by", "
                "-x", "PATH", "-x", "NCCL_DEBUG=INFO", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
 HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"  # expanded by Kubernetes from the launcher container's env
 # What the launcher pod runs first: the plugin's launcher, which gives each worker the task's slots (propeller gives 1).
-CLUSTER_LAUNCHER = ["python", "-m", "flytekitplugins.horovod.cluster_launcher", "--slots"]
+CLUSTER_LAUNCHER = ["python", "-m", "horovod_flyte_runtime.cluster_launcher", "--slots"]
 RESOLVER = "flytekit.core.python_auto_container.default_task_resolver"
 
 

@@ -4,7 +4,7 @@ own hostfile parser. The launcher is run for real in ``test_mpi_launcher.py`` an
 
 import subprocess
 
-from flytekitplugins.horovod.cluster_launcher import discovery_wrapper, raise_hostfile_slots, rank_host, with_slots
+from horovod_flyte_runtime.cluster_launcher import discovery_wrapper, raise_hostfile_slots, rank_host, with_slots
 from tests.cluster.backend import operator_discovery_script, operator_hostfile
 
 

@@ -161,11 +161,11 @@ def test_cpu_and_gpu_variants_build_horovod_for_both_frameworks_the_gpu_one_with
     assert 'operations=cpu; [ "$GPU" = 1 ] && operations=nccl' in SETUP_SH
     assert 'if [ "$GPU" = 1 ] && ! command -v nvcc' in SETUP_SH
     # Horovod comes from the plugin's build command, for both frameworks, with the operations chosen above
-    build = re.search(r'"\$VENV/bin/python" -m flytekitplugins\.horovod\.build (.*?)\n(.*?);', SETUP_SH, re.S)
+    build = re.search(r'"\$VENV/bin/python" -m horovod_flyte_runtime\.build (.*?)\n(.*?);', SETUP_SH, re.S)
     assert build and "--frameworks tensorflow pytorch" in build[0] and '--operations "$operations"' in build[0]
     copied = " ".join(of("COPY"))
-    for needed in ("flytekitplugins/horovod/patches", "flytekitplugins/horovod/build.py",
-                   "flytekitplugins/horovod/build_info.py", "flytekitplugins/horovod/executor/frameworks.py"):
+    for needed in ("horovod_flyte_runtime/patches", "horovod_flyte_runtime/build.py",
+                   "horovod_flyte_runtime/build_info.py", "horovod_flyte_runtime/frameworks.py"):
         assert needed in copied, f"the image must have {needed} before setup.sh runs"
 
 
@@ -178,7 +178,7 @@ def test_this_environment_is_exactly_the_pins_so_the_image_gets_the_same():
     # the pinned setuptools, not from pip
     installed = {_norm(d.metadata["Name"]): d.version for d in metadata.distributions()
                  if Path(str(d.locate_file(""))).parts[-2:] != ("setuptools", "_vendor")}
-    for own in ("flytekitplugins-horovod", "flyteplugins-horovod", "rossmann-horovod-flyte"):  # ours, editable
+    for own in ("horovod-flyte-runtime", "flytekitplugins-horovod", "flyteplugins-horovod", "rossmann-horovod-flyte"):  # ours, editable
         installed.pop(own)
     unpinned = sorted(set(installed) - set(pinned))
     assert unpinned == [], f"installed but not pinned in constraints.txt (run scripts/freeze.sh): {unpinned}"

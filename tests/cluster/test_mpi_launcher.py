@@ -179,7 +179,7 @@ def test_a_launcher_asked_to_stop_stops_its_ranks(flows_registration, tmp_path):
             assert time.monotonic() < deadline, "the 2 ranks did not start"
             time.sleep(0.2)
         (launcher,) = [p for p in psutil.process_iter(["cmdline"])
-                       if "flytekitplugins.horovod.cluster_launcher" in (p.info["cmdline"] or [])
+                       if "horovod_flyte_runtime.cluster_launcher" in (p.info["cmdline"] or [])
                        and str(attempt.output_prefix) in " ".join(p.info["cmdline"])]
         launcher.send_signal(signal.SIGTERM)
         ran = job.result()

@@ -41,7 +41,7 @@ from tests.support import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.needs_framework("pytorch")
 
-LAUNCHER = ["python", "-m", "flytekitplugins.horovod.cluster_launcher", "--slots"]
+LAUNCHER = ["python", "-m", "horovod_flyte_runtime.cluster_launcher", "--slots"]
 RANK = ["python", "-m", "flyteplugins.horovod.cluster_rank", "a0"]
 _TEMPLATE = re.compile(r"\{\{\s*[.$](\w+)\s*\}\}", re.IGNORECASE)
 

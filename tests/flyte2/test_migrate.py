@@ -108,6 +108,6 @@ def test_every_field_of_a_v1_mpijob_horovodjob_and_horovodspark_reaches_the_flyt
 
 
 def _horovod(**settings):
-    from flytekitplugins.horovod.executor.settings import Horovod
+    from horovod_flyte_runtime.settings import Horovod
 
     return Horovod(**settings)

@@ -45,3 +45,36 @@ def test_the_plugin_runs_two_ranks_with_flytekit_unimportable(tmp_path):
     assert "spark: rank 0 of 2: 3.0 | rank 0 of 2: 3.0 | 2 slots" in ran.output, ran.output[-3000:]  # HorovodSpark
     assert "flytekit here: none" in ran.output
     assert leftovers(ran.marker) == []
+
+
+def test_installing_the_plugin_brings_no_flytekit():
+    """The requirements of the installed Flyte 2 plugin, followed through every installed distribution they name
+    (the `spark` extra included), never reach flytekit: the runtime is a distribution of its own, not the v1 plugin's.
+    Only the `migrate` extra brings flytekit, through flyte-migrate itself, which runs v1 files with it."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    def needs(name: str, extras: frozenset) -> set:
+        found = set()
+        for text in metadata.requires(name) or []:
+            req = Requirement(text)
+            if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in extras or {""}):
+                found.add((req.name.lower().replace("_", "-"), frozenset(req.extras)))
+        return found
+
+    seen, todo = set(), [("flyteplugins-horovod", frozenset({"spark"}))]
+    while todo:
+        name, extras = todo.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        try:
+            todo += needs(name, extras)
+        except metadata.PackageNotFoundError:  # an optional requirement this environment does not install
+            pass
+    names = {name for name, _ in seen}
+    assert "horovod-flyte-runtime" in names and "flyte" in names
+    assert not {name for name in names if name.startswith("flytekit")}, sorted(names)
+    assert ("flyte-migrate", frozenset()) in needs("flyteplugins-horovod", frozenset({"migrate"}))
+    assert ("flytekit", frozenset()) in needs("flyte-migrate", frozenset())

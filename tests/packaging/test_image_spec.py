@@ -19,16 +19,17 @@ from flytekitplugins.horovod.image_spec import LINK_DEFAULT_PATHS
 from tests.support import ROOT, run_command
 
 PLUGIN = ROOT / "plugins" / "flytekit-horovod"
+RUNTIME = ROOT / "plugins" / "horovod-flyte-runtime"
 
 
 def test_the_default_spec_is_today_s_stack_with_horovod_built_by_the_plugin_s_command():
     spec = horovod_image_spec(registry="localhost:30000", packages=["my-package==1.0"])
     assert spec.python_version == "3.12" and spec.base_image is None  # flytekit's default Debian base
-    assert {"tensorflow==2.21.0", "tf-keras~=2.21.0", "torch==2.15.0", "flytekitplugins-horovod==0.2.0",
+    assert {"tensorflow==2.21.0", "tf-keras~=2.21.0", "torch==2.15.0", "flytekitplugins-horovod==0.3.0", "horovod-flyte-runtime==0.1.0",
             "my-package==1.0"} <= set(spec.packages)
     assert not any(p.startswith("tensorflow-cpu") for p in spec.packages)  # tf-keras requires `tensorflow` itself
     assert spec.env == {"TF_USE_LEGACY_KERAS": "1"}  # tf.keras is Keras 2 in every process of the image
-    assert spec.commands == ["python -m flytekitplugins.horovod.build --frameworks tensorflow pytorch "
+    assert spec.commands == ["python -m horovod_flyte_runtime.build --frameworks tensorflow pytorch "
                              "--controllers gloo mpi --operations cpu", LINK_DEFAULT_PATHS]
     # what the project's Dockerfile installs to build and run Horovod and Spark, the spec installs too
     for package in ("openjdk-17-jre-headless", "openmpi-bin", "libopenmpi-dev", "cmake", "g++", "patch"):
@@ -51,9 +52,10 @@ def test_flytekit_s_builder_writes_a_dockerfile_that_builds_horovod_after_the_pa
     create_docker_context(horovod_image_spec(), tmp_path)
     dockerfile = (tmp_path / "Dockerfile").read_text()
     requirements = (tmp_path / "requirements_uv.txt").read_text().split()
-    assert "tf-keras~=2.21.0" in requirements and "flytekitplugins-horovod==0.2.0" in requirements
+    assert "tf-keras~=2.21.0" in requirements and "flytekitplugins-horovod==0.3.0" in requirements
+    assert "horovod-flyte-runtime==0.1.0" in requirements
     packages_at = dockerfile.index("--requirement requirements_uv.txt")
-    build_at = dockerfile.index("python -m flytekitplugins.horovod.build")
+    build_at = dockerfile.index("python -m horovod_flyte_runtime.build")
     assert packages_at < build_at  # Horovod is built against the frameworks already installed
     assert re.search(r"apt-get install .*openmpi-bin", dockerfile, re.S) and "TF_USE_LEGACY_KERAS=1" in dockerfile
 
@@ -92,7 +94,7 @@ def test_the_spec_s_build_steps_run_in_a_fresh_virtual_environment(tmp_path):
                  for name in ("tensorflow", "torch"))
     version = lambda shown: re.search(r"^Version: ([\d.]+)", shown, re.M).group(1)  # noqa: E731
     spec = horovod_image_spec(python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
-                              tensorflow=version(tf), torch=version(torch), plugin=str(PLUGIN))
+                              tensorflow=version(tf), torch=version(torch), plugin=str(PLUGIN), runtime=str(RUNTIME))
     venv = tmp_path / "venv"
     # this environment's own interpreter (a fresh machine's python3.12 may be a pyenv shim that answers "not found")
     subprocess.run([os.path.realpath(sys.executable), "-m", "venv", str(venv)], check=True)

@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import ROOT, run_command
 
 PLUGIN = ROOT / "plugins" / "flytekit-horovod"
+RUNTIME = ROOT / "plugins" / "horovod-flyte-runtime"  # not on PyPI: installed from here beside the plugin
 CACHE = ROOT / ".cache" / "pip"  # downloads kept between runs, inside the repository's ignored folder
 FLOWS = Path(__file__).with_name("example_flows.py")
 
@@ -61,7 +62,7 @@ PYSPARK_BOTTOM = "4.0.0" if PY312 else "3.4.0"
 def test_pip_install_into_a_stack_of_other_versions_and_run_two_ranks(tmp_path, pins, workflow):
     python = _fresh_venv(tmp_path / "venv")
     _pip(python, *pins)
-    installed = _pip(python, str(PLUGIN))
+    installed = _pip(python, str(RUNTIME), str(PLUGIN))
     assert "Successfully installed flytekitplugins-horovod" in installed.output, installed.output[-2000:]
     for pin in pins:  # pip kept the stack's versions: they are within the plugin's ranges
         name, version = pin.split("==")

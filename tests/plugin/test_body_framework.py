@@ -6,8 +6,8 @@ import horovod.torch as module_hvd
 import pytest
 
 from flytekitplugins.horovod import Horovod
-from flytekitplugins.horovod.executor.body_framework import body_framework
-from flytekitplugins.horovod.executor.rank_start import launched_rank
+from horovod_flyte_runtime.body_framework import body_framework
+from horovod_flyte_runtime.rank_start import launched_rank
 from tests.plugin.flows.torch_loop import Net, fit
 
 

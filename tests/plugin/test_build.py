@@ -1,4 +1,4 @@
-"""The plugin's build command (``python -m flytekitplugins.horovod.build``), run as a user runs it: every choice of a
+"""The plugin's build command (``python -m horovod_flyte_runtime.build``), run as a user runs it: every choice of a
 build stated, what cannot be built refused with what to do, the patch series applied to the real sdist, the wheel
 scripts/setup.sh built taken from the cache by what it was built against. (Its full build runs in every clean set-up:
 scripts/setup.sh builds the default leg with it, make matrix the others.)"""
@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from flytekitplugins.horovod import build
+from horovod_flyte_runtime import build
 from tests.support import ROOT
 
-COMMAND = [sys.executable, "-m", "flytekitplugins.horovod.build"]
+COMMAND = [sys.executable, "-m", "horovod_flyte_runtime.build"]
 CACHE = ROOT / ".cache" / "horovod"  # where scripts/setup.sh keeps the sdist and the wheel it built
 
 
@@ -101,7 +101,7 @@ class NoHorovod(importlib.abc.MetaPathFinder):
             raise ImportError(f"{name}: not installed here")
 
 sys.meta_path.insert(0, NoHorovod())
-import flytekitplugins.horovod.build  # the build command itself imports
+import horovod_flyte_runtime.build  # the build command itself imports
 try:
     from flytekitplugins.horovod import MPIJob
 except ImportError as error:
@@ -110,4 +110,4 @@ except ImportError as error:
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Horovod is not installed in this Python environment" in done.stdout
-    assert "-m flytekitplugins.horovod.build" in done.stdout
+    assert "-m horovod_flyte_runtime.build" in done.stdout

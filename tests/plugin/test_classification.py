@@ -10,7 +10,6 @@ an allreduce (``run_local`` for Gloo and mpirun, ``HorovodRunner(np=2)`` for Spa
 import pytest
 from flytekit.exceptions.user import FlyteRecoverableException
 
-from flytekitplugins.horovod.cluster_launcher import launcher_failure
 from flytekitplugins.horovod.disk_full import DiskFullError, disk_full_error
 from flytekitplugins.horovod.errors import (
     InterruptedByUser,
@@ -19,11 +18,12 @@ from flytekitplugins.horovod.errors import (
     RankLostError,
     lost_in_horovod_launcher,
 )
-from flytekitplugins.horovod.executor import classify
-from flytekitplugins.horovod.executor.classify import DIED, ECHO, LOST, RAISED, RECOVERABLE_RAISED
-from flytekitplugins.horovod.executor.failures import RankFailures, this_host
-from flytekitplugins.horovod.executor.processes import Processes
-from flytekitplugins.horovod.local_launcher import interrupted, record_mpirun_failure
+from horovod_flyte_runtime import classify
+from horovod_flyte_runtime.classify import DIED, ECHO, LOST, RAISED, RECOVERABLE_RAISED
+from horovod_flyte_runtime.cluster_launcher import launcher_failure
+from horovod_flyte_runtime.failures import RankFailures, this_host
+from horovod_flyte_runtime.local_launcher import interrupted, record_mpirun_failure
+from horovod_flyte_runtime.processes import Processes
 
 HOST = "vm (192.0.2.2)"
 SHUT_DOWN = ("Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to "

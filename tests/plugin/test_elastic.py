@@ -29,7 +29,7 @@ def test_custom_is_kfmpis_and_the_command_is_kfmpis_with_the_elastic_bounds():
     assert ours.get_custom(SETTINGS) == theirs.get_custom(SETTINGS)
     wrapped, kf = ours.get_command(SETTINGS), theirs.get_command(SETTINGS)
     # the launcher pod runs the plugin's launcher, which gives each worker the task's slots (propeller gives 1)
-    assert wrapped[:6] == ["python", "-m", "flytekitplugins.horovod.cluster_launcher", "--slots", "2", "--"]
+    assert wrapped[:6] == ["python", "-m", "horovod_flyte_runtime.cluster_launcher", "--slots", "2", "--"]
     cmd = wrapped[6:]
     at = kf.index("pyflyte-execute")
     assert cmd[at + len(Horovod(fusion_threshold_mb=16).horovodrun_args()):] == kf[at:]  # same per-rank command

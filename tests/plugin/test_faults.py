@@ -11,12 +11,12 @@ import urllib.request
 import pytest
 from horovod.runner.common.util.secret import make_secret_key
 
-from flytekitplugins.horovod.executor import gloo
-from flytekitplugins.horovod.executor.failures import this_host
-from flytekitplugins.horovod.executor.job_secret import SECRET_ENV, signed_put
-from flytekitplugins.horovod.executor.processes import PARENT_PID_ENV, Processes
-from flytekitplugins.horovod.executor.rank import RESULT_FD, STDIN, RankJob, rank_command
-from flytekitplugins.horovod.executor.settings import Horovod
+from horovod_flyte_runtime import gloo
+from horovod_flyte_runtime.failures import this_host
+from horovod_flyte_runtime.job_secret import SECRET_ENV, signed_put
+from horovod_flyte_runtime.processes import PARENT_PID_ENV, Processes
+from horovod_flyte_runtime.rank import RESULT_FD, STDIN, RankJob, rank_command
+from horovod_flyte_runtime.settings import Horovod
 from tests.conftest import ROOT, _leftovers, run_command
 
 # fault, stall and liveness timings are what these tests assert: make test runs them alone

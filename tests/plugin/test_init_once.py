@@ -4,7 +4,7 @@ needs no init of its own, and one that still calls ``hvd.init()`` (a library wri
 import pytest
 
 from flytekitplugins.horovod import Horovod
-from flytekitplugins.horovod.local_launcher import run_local
+from horovod_flyte_runtime.local_launcher import run_local
 
 
 def _torch_body():

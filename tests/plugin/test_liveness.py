@@ -7,7 +7,7 @@ import time
 import pytest
 
 from flytekitplugins.horovod import Horovod
-from flytekitplugins.horovod.local_launcher import run_local
+from horovod_flyte_runtime.local_launcher import run_local
 
 TIMEOUT_S = 2.0
 pytestmark = pytest.mark.serial  # a 2 s liveness timeout: alone, not beside other tests (make test)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from flytekitplugins.horovod.local_driver import use_quick_start_jvm
+from horovod_flyte_runtime.local_driver import use_quick_start_jvm
 
 FLOWS = "tests/plugin/flows/local_driver_flows.py"
 

@@ -17,10 +17,10 @@ from flytekitplugins.horovod import (
     RunPolicy,
     Worker,
 )
-from flytekitplugins.horovod.executor.cluster_command import MPIRUN_BASE
+from horovod_flyte_runtime.cluster_command import MPIRUN_BASE
 
 SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v")
-LAUNCHER = ["python", "-m", "flytekitplugins.horovod.cluster_launcher", "--slots"]  # then the slots and --
+LAUNCHER = ["python", "-m", "horovod_flyte_runtime.cluster_launcher", "--slots"]  # then the slots and --
 
 
 def _launcher_command(t, slots: int):

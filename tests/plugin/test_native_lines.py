@@ -8,7 +8,7 @@ import pty
 import subprocess
 import sys
 
-from flytekitplugins.horovod.executor.native_lines import is_native_noise
+from horovod_flyte_runtime.native_lines import is_native_noise
 
 ABSL = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 CUDART = ("I0000 00:00:1795762200.049827    8920 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU "
@@ -24,7 +24,7 @@ ONEDNN = ("I0000 00:00:1795847939.334222   31153 port.cc:153] oneDNN custom oper
 # descriptors and from a child process, ends on a partial line and dies of an abort
 PROGRAM = f"""
 import os, subprocess, sys
-from flytekitplugins.horovod.executor.native_lines import filter_native_stderr
+from horovod_flyte_runtime.native_lines import filter_native_stderr
 filter_native_stderr()
 print("one", flush=True)
 os.write(2, b"{ABSL}\\n{CUDART}\\n")

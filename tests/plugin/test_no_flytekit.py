@@ -1,5 +1,5 @@
-"""What a rank or a Spark executor runs is ``flytekitplugins.horovod.executor``, shipped to Spark executors by value
-(``spark_launcher._BY_VALUE``) because they have no flytekit: nothing in it may import flytekit at the top. Checked in
+"""What a rank or a Spark executor runs is ``horovod_flyte_runtime``, shipped to Spark executors by value
+(``spark_launcher._BY_VALUE``), which may have no flytekit: nothing in it may import flytekit at the top. Checked in
 fresh interpreters where flytekit cannot be imported, down to a rank process's own entry point."""
 
 import os
@@ -9,14 +9,14 @@ import sys
 
 import cloudpickle
 
-from flytekitplugins.horovod import spark_launcher
-from flytekitplugins.horovod.executor.rank import RANK_ENTRY, RankJob
-from flytekitplugins.horovod.executor.settings import Horovod
+from horovod_flyte_runtime import spark_launcher
+from horovod_flyte_runtime.rank import RANK_ENTRY, RankJob
+from horovod_flyte_runtime.settings import Horovod
 from tests.support.no_flytekit import NO_FLYTEKIT
 
 IMPORT_EXECUTOR = NO_FLYTEKIT + """
 import importlib, pkgutil
-import flytekitplugins.horovod.executor as executor
+import horovod_flyte_runtime as executor
 
 for module in pkgutil.iter_modules(executor.__path__, executor.__name__ + "."):
     importlib.import_module(module.name)
@@ -29,17 +29,17 @@ def _without_flytekit(program: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=60)
 
 
-def test_the_executor_package_imports_without_flytekit():
+def test_the_runtime_package_imports_without_flytekit():
     ran = _without_flytekit(IMPORT_EXECUTOR)
     assert ran.returncode == 0, ran.stderr[-3000:]
     modules, flytekit_modules = ran.stdout.splitlines()
-    assert {"flytekitplugins.horovod.executor.rank", "flytekitplugins.horovod.executor.spark_barrier_task",
-            "flytekitplugins.horovod.executor.classify"} <= set(modules.split())
+    assert {"horovod_flyte_runtime.rank", "horovod_flyte_runtime.spark_barrier_task",
+            "horovod_flyte_runtime.classify"} <= set(modules.split())
     assert flytekit_modules == "-"
 
 
-def test_what_spark_ships_by_value_is_the_executor_package():
-    assert [module.__name__ for module in spark_launcher._BY_VALUE] == ["flytekitplugins.horovod.executor"]
+def test_what_spark_ships_by_value_is_the_runtime_package():
+    assert [module.__name__ for module in spark_launcher._BY_VALUE] == ["horovod_flyte_runtime"]
 
 
 def test_a_rank_runs_its_job_without_flytekit(tmp_path):

@@ -12,8 +12,8 @@ import pytest
 RANK = """
 import logging, sys, warnings
 logging.getLogger("tensorflow").addHandler(logging.StreamHandler(sys.stderr))  # what importing TensorFlow does
-from flytekitplugins.horovod.executor.noise import quiet_this_process
-from flytekitplugins.horovod.executor.rank_start import configure_rank_logging
+from horovod_flyte_runtime.noise import quiet_this_process
+from horovod_flyte_runtime.rank_start import configure_rank_logging
 quiet_this_process()
 configure_rank_logging(0, 2)
 warnings.warn_explicit("pyarrow.localfs is deprecated", FutureWarning, "petastorm/fs_utils.py", 88,

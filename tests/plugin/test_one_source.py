@@ -6,7 +6,7 @@ from flytekit import task
 from flytekit.configuration import ImageConfig, SerializationSettings
 
 from flytekitplugins.horovod import Horovod, HorovodJob, MPIJob, Worker
-from flytekitplugins.horovod.executor.settings import whole_number
+from horovod_flyte_runtime.settings import whole_number
 
 SETTINGS = SerializationSettings(image_config=ImageConfig.auto_default_image(), project="p", domain="d", version="v")
 

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from flytekitplugins.horovod.executor import gloo
-from flytekitplugins.horovod.executor.job_secret import signed_put
-from flytekitplugins.horovod.executor.loopback import LOOPBACK
-from flytekitplugins.horovod.horovodrun import env_file, rank_commands, remote_command_reading
+from horovod_flyte_runtime import gloo
+from horovod_flyte_runtime.horovodrun import env_file, rank_commands, remote_command_reading
+from horovod_flyte_runtime.job_secret import signed_put
+from horovod_flyte_runtime.loopback import LOOPBACK
 from tests.support import ROOT, leftovers, run_command
 from tests.support.attacks import ATTACKS, http_request
 
@@ -36,7 +36,7 @@ def test_an_attack_on_a_running_local_job_does_no_harm(attack):
 def test_where_no_network_namespace_can_be_made_the_reason_is_the_kernels():
     """A process whose user the kernel cannot map (``unshare -U`` without a map: uid 65534 there) may not make a user
     namespace: ``isolation()`` says so with the kernel's reason (the line the local launcher then warns with)."""
-    probe = "from flytekitplugins.horovod.executor.own_network import isolation; print(isolation())"
+    probe = "from horovod_flyte_runtime.own_network import isolation; print(isolation())"
     ran = run_command(["unshare", "-U", sys.executable, "-c", probe], timeout=60)
     assert ran.returncode == 0, ran.output[-2000:]
     assert "(None, 'no network namespace could be made here (Operation not permitted, as user 65534)')" in ran.output, \
@@ -77,7 +77,7 @@ def test_horovodruns_rank_commands_name_no_environment_but_read_it_from_a_0600_f
 SLEEPING_JOB = """
 import time
 from flytekitplugins.horovod import Horovod
-from flytekitplugins.horovod.local_launcher import run_local
+from horovod_flyte_runtime.local_launcher import run_local
 run_local(lambda: time.sleep(60), num_proc=2, settings=Horovod(framework=None))
 """
 

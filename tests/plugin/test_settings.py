@@ -77,7 +77,7 @@ def test_mpirun_keepalive_outlasts_the_lost_rank_timeout_and_is_openmpis_own():
         mca = {args[i + 1]: int(args[i + 2]) for i in range(len(args)) if args[i] == "-mca"}
         assert mca["oob_tcp_keepalive_intvl"] * mca["oob_tcp_keepalive_probes"] >= timeout + 10, (timeout, mca)
     assert "-mca" not in Horovod(lost_rank_timeout=None).mpirun_args()
-    from flytekitplugins.horovod.executor.mpirun_keepalive import mpirun_notices_lost_host_within
+    from horovod_flyte_runtime.mpirun_keepalive import mpirun_notices_lost_host_within
 
     assert mpirun_notices_lost_host_within(20.0) <= 45
     known = subprocess.run(["ompi_info", "--param", "oob", "tcp", "--level", "9"], capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""The private flytekit and pyspark internals in ``flytekitplugins.horovod.executor._shims``: each test fails, naming what
+"""The private flytekit and pyspark internals in ``horovod_flyte_runtime._shims``: each test fails, naming what
 changed, when an upgrade of flytekit or pyspark removes or changes one."""
 
 
@@ -6,7 +6,7 @@ import flytekit
 import pyspark
 from flytekit.core.checkpointer import SyncCheckpoint
 
-from flytekitplugins.horovod.executor import _shims
+from horovod_flyte_runtime import _shims
 
 
 def test_sync_checkpoint_still_keeps_its_paths_where_the_shim_reads_them(tmp_path):

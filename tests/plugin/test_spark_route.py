@@ -141,7 +141,7 @@ def test_the_store_syncs_each_epoch_quietly(tmp_path, capfd):
     silently."""
     from horovod.spark.common.store import FilesystemStore
 
-    from flytekitplugins.horovod.quiet_store import QuietStore
+    from horovod_flyte_runtime.quiet_store import QuietStore
 
     local = tmp_path / "local"
     (local / "checkpoint").mkdir(parents=True)

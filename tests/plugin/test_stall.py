@@ -10,10 +10,10 @@ import time
 import pytest
 
 from flytekitplugins.horovod import Horovod, HorovodConfigError, StalledRanksError
-from flytekitplugins.horovod.executor.classify import ECHO, STALLED
-from flytekitplugins.horovod.executor.failures import RankFailures
-from flytekitplugins.horovod.executor.joining import AT_INIT, STARTED, JoinWatch
-from flytekitplugins.horovod.executor.stall import StallParser
+from horovod_flyte_runtime.classify import ECHO, STALLED
+from horovod_flyte_runtime.failures import RankFailures
+from horovod_flyte_runtime.joining import AT_INIT, STARTED, JoinWatch
+from horovod_flyte_runtime.stall import StallParser
 from tests.conftest import ROOT
 
 # Horovod 0.28.1's report, as rank 0 wrote it to its stderr (stall_inspector.cc), a warning then the shutdown

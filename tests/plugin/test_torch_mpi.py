@@ -48,7 +48,7 @@ def test_a_framework_this_build_lacks_fails_before_any_rank_starts(pyflyte_run):
 def test_the_build_report_lists_the_frameworks_whose_init_and_allreduce_run():
     """What scripts/setup.sh prints as "horovod built with": both frameworks really run; asking for one that does
     not (mxnet) fails and says why."""
-    command = [sys.executable, "-m", "flytekitplugins.horovod.build_info", "--expect"]
+    command = [sys.executable, "-m", "horovod_flyte_runtime.build_info", "--expect"]
     done = subprocess.run(command + ["tensorflow", "pytorch"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "frameworks: TensorFlow PyTorch; controllers: MPI Gloo"

@@ -40,7 +40,7 @@ def test_without_the_plugin_tensorflow_then_an_optimizer_aborts_in_llvm():
 @pytest.mark.parametrize("imports", [
     "import tensorflow\nimport flytekitplugins.horovod\n",  # TensorFlow first, as a Keras user's module does
     "import flytekitplugins.horovod\nimport torch\nimport tensorflow\n",
-    "import torch\nimport tensorflow\nimport flytekitplugins.horovod.executor\n",  # the runtime alone, as a rank
+    "import torch\nimport tensorflow\nimport horovod_flyte_runtime\n",  # the runtime alone, as a rank
 ], ids=["tensorflow-plugin-torch", "plugin-torch-tensorflow", "torch-tensorflow-runtime"])
 def test_with_the_plugin_imported_tensorflow_and_a_torch_optimizer_share_a_process(imports):
     done = _python(imports + ADAM_STEP)

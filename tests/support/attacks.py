@@ -95,7 +95,7 @@ def elastic_body(seconds: float) -> int:
 def attack_elastic() -> str:
     """A local elastic job (2 workers); its rendezvous gets a pickle and a request for the workers' keys."""
     from flytekitplugins.horovod import Horovod
-    from flytekitplugins.horovod.local_launcher import run_local_elastic
+    from horovod_flyte_runtime.local_launcher import run_local_elastic
 
     canary = _canary()
     folder = tempfile.TemporaryDirectory(prefix="attack-")
@@ -130,7 +130,7 @@ def attack_elastic() -> str:
 def attack_gloo() -> str:
     """Local Gloo ranks; their key-value store gets junk from another user (it aborted hvd.init before)."""
     from flytekitplugins.horovod import Horovod
-    from flytekitplugins.horovod.local_launcher import run_local
+    from horovod_flyte_runtime.local_launcher import run_local
 
     canary = _canary()
 
@@ -152,7 +152,7 @@ def attack_mpirun() -> str:
     junk and stayed open hung the job for good. The job now runs in a network namespace of its own: every port its
     processes listen on there is tried from this host's addresses with that junk; what their command lines hold."""
     from flytekitplugins.horovod import Horovod
-    from flytekitplugins.horovod.local_launcher import run_local
+    from horovod_flyte_runtime.local_launcher import run_local
 
     canary = _canary()
     held: List[socket.socket] = []
@@ -218,9 +218,9 @@ def attack_liveness() -> str:
     """Rank 0's liveness port, with rank 0's and rank 1's heartbeats as a job runs them (``lost_rank_timeout`` of
     2 s, the job's secret in their environment): junk, a fake rank's hello (which got a fake rank reported lost), a
     forged proof, and a flood of silent connections while the real rank 1 connects."""
-    from flytekitplugins.horovod.executor.job_secret import SECRET_ENV
-    from flytekitplugins.horovod.executor.liveness import ADDRESS_FILE, MAX_UNPROVEN, Liveness
-    from flytekitplugins.horovod.executor.loopback import LOOPBACK_ENV
+    from horovod_flyte_runtime.job_secret import SECRET_ENV
+    from horovod_flyte_runtime.liveness import ADDRESS_FILE, MAX_UNPROVEN, Liveness
+    from horovod_flyte_runtime.loopback import LOOPBACK_ENV
 
     os.environ.update({SECRET_ENV: os.urandom(32).hex(), LOOPBACK_ENV: "1"})
     timeout, lost = 2.0, []

@@ -13,7 +13,7 @@ def local_spark(app_name: str = "rossmann-tests", **conf: str) -> Any:
     logs only errors (quieter output, no effect on what runs)."""
     from flytekitplugins.spark.task import new_spark_session
 
-    from flytekitplugins.horovod.local_driver import use_quick_start_jvm
+    from horovod_flyte_runtime.local_driver import use_quick_start_jvm
     from workflows.rossmann import SPARK_CONF
 
     spark_conf = {**SPARK_CONF, **{k.replace("_", "."): v for k, v in conf.items()}}

@@ -79,7 +79,7 @@ def in_step(seconds: float) -> int:
 def before_init() -> int:
     import horovod.torch as hvd
 
-    from flytekitplugins.horovod.executor.rank_start import launched_rank
+    from horovod_flyte_runtime.rank_start import launched_rank
 
     if launched_rank() == 1:
         time.sleep(3600)  # an import or a data load that never finishes

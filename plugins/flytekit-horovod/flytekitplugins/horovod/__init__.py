@@ -8,10 +8,10 @@ Spark route: ``@task(task_config=HorovodSpark(num_proc=2, horovod=Horovod(...)))
 Importing this package registers the task plugins and changes nothing else (no logging handler) but two things: a
 Ctrl-C in any Spark task ends as ``InterruptedByUser`` (see ``interrupt``), and where tf-keras is installed,
 ``TF_USE_LEGACY_KERAS=1`` unless set (``tf.keras`` is then Keras 2, which Horovod's Keras API needs: see
-``executor``). What a task or a rank needs is set when it starts.
+``horovod_flyte_runtime``). What a task or a rank needs is set when it starts.
 
-What a rank or a Spark executor runs is the ``executor`` subpackage, which imports no flytekit; importing it runs this
-file first, so without flytekit (a Spark executor, a bare rank image) this file registers nothing and exports nothing.
+What a rank or a Spark executor runs is the runtime this plugin shares with the Flyte 2 plugin, ``horovod_flyte_runtime``
+(its own distribution, which imports no flytekit); without flytekit this file registers nothing and exports nothing.
 """
 
 import importlib.util as _util
@@ -24,10 +24,10 @@ def _importable(name: str) -> bool:
         return False
 
 
-if not _importable("flytekit"):  # only ``flytekitplugins.horovod.executor`` is usable here
+if not _importable("flytekit"):  # only ``horovod_flyte_runtime`` is usable here
     __all__ = []
 elif not _importable("horovod"):  # only the build command is usable until Horovod is built
-    from . import executor  # noqa: F401  (TF_USE_LEGACY_KERAS, as when Horovod is there)
+    import horovod_flyte_runtime  # noqa: F401  (TF_USE_LEGACY_KERAS, as when Horovod is there)
 
     __all__ = []
 
@@ -37,25 +37,19 @@ elif not _importable("horovod"):  # only the build command is usable until Horov
 
         if name.startswith("__"):
             raise AttributeError(name)
-        if _importable(f"{__name__}.{name}"):  # a submodule (``from ... import build``)
+        if _importable(f"{__name__}.{name}"):  # a submodule (``from ... import image_spec``)
             return importlib.import_module(f"{__name__}.{name}")
 
         raise ImportError(f"flytekitplugins.horovod.{name}: Horovod is not installed in this Python environment "
                           f"({sys.executable}). Build it for the frameworks installed here with: "
-                          f"{sys.executable} -m flytekitplugins.horovod.build")
+                          f"{sys.executable} -m horovod_flyte_runtime.build")
 else:
     from flytekitplugins.kfmpi import CleanPodPolicy, Launcher, RestartPolicy, RunPolicy, Worker
 
-    from .disk_full import DiskFullError, names_a_full_disk
-    from .elastic import HorovodElasticFunctionTask, HorovodJob
-    from .errors import RankFailedError, RankLostError, StalledRanksError
-    from .executor.running_settings import compression, current_settings
-    from .executor.settings import Horovod, HorovodConfigError
-    from .image_spec import horovod_image_spec
-    from .mpi import HorovodMPIFunctionTask, MPIJob
-    from .runner import HorovodRunner
-    from .spark import HorovodSpark, HorovodSparkFunctionTask
-    from .spark_context import (
+    from horovod_flyte_runtime.runner import HorovodRunner
+    from horovod_flyte_runtime.running_settings import compression, current_settings
+    from horovod_flyte_runtime.settings import Horovod, HorovodConfigError
+    from horovod_flyte_runtime.spark_context import (
         HorovodSparkContext,
         current_horovod_spark,
         spark_backend,
@@ -63,7 +57,14 @@ else:
         spark_run,
         spark_store,
     )
-    from .spark_launcher import NotEnoughSlotsError
+    from horovod_flyte_runtime.spark_launcher import NotEnoughSlotsError
+
+    from .disk_full import DiskFullError, names_a_full_disk
+    from .elastic import HorovodElasticFunctionTask, HorovodJob
+    from .errors import RankFailedError, RankLostError, StalledRanksError
+    from .image_spec import horovod_image_spec
+    from .mpi import HorovodMPIFunctionTask, MPIJob
+    from .spark import HorovodSpark, HorovodSparkFunctionTask
     from .spark_torch import spark_torch_resume
 
     __all__ = [

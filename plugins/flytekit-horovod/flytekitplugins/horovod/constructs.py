@@ -9,7 +9,7 @@ from typing import List
 
 from flytekit import PythonFunctionTask
 
-from .executor.settings import HorovodConfigError
+from horovod_flyte_runtime.settings import HorovodConfigError
 
 MAP_ENTRYPOINT = "pyflyte-map-execute"  # flytekit's ArrayNodeMapTask.get_command: what each map element runs
 

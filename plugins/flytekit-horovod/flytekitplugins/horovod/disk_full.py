@@ -11,8 +11,9 @@ from typing import Callable, Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
 
+from horovod_flyte_runtime.classify import NO_SPACE, no_space_path
+
 from .errors import RankFailedError, RankLostError
-from .executor.classify import NO_SPACE, no_space_path
 
 
 class DiskFullError(FlyteRecoverableException):

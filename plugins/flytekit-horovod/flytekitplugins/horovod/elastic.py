@@ -8,14 +8,15 @@ from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from .artifacts import SaysWhere, in_working_directory
+from horovod_flyte_runtime.artifacts import SaysWhere, in_working_directory
+from horovod_flyte_runtime.cluster_command import cluster_command
+from horovod_flyte_runtime.elastic_job import check_elastic_job
+from horovod_flyte_runtime.flyte_context import FlyteRankContext
+from horovod_flyte_runtime.local_launcher import run_local_elastic
+from horovod_flyte_runtime.rank_start import launched_rank
+from horovod_flyte_runtime.settings import Horovod
+
 from .constructs import refuse_dynamic
-from .executor.cluster_command import cluster_command
-from .executor.elastic_job import check_elastic_job
-from .executor.flyte_context import FlyteRankContext
-from .executor.rank_start import launched_rank
-from .executor.settings import Horovod
-from .local_launcher import run_local_elastic
 from .mpi import adopt, execute_in_world, fill_job_defaults
 
 

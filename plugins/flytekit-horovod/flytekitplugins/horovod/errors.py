@@ -14,9 +14,9 @@ from typing import Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
 
-from .executor import errors as _runtime
-from .executor.classify import spark_rank_killed
-from .executor.errors import InterruptedByUser, RankFailedError, StalledRanksError
+from horovod_flyte_runtime import errors as _runtime
+from horovod_flyte_runtime.classify import spark_rank_killed
+from horovod_flyte_runtime.errors import InterruptedByUser, RankFailedError, StalledRanksError
 
 __all__ = ["InterruptedByUser", "LauncherStopped", "RankFailedError", "RankLostError", "StalledRanksError",
            "lost_in_horovod_launcher"]

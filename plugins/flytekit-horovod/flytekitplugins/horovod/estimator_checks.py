@@ -7,7 +7,7 @@ Estimator's own ``_check_metadata_compatibility`` runs first on metadata without
 size is unknown), and its error gets the change that fixes it. The per-column size checks still run after the write.
 
 The Estimators' default data module where petastorm does not import (``InMemoryDataModule``) is switched by the patch
-series (patches/0011), not here, because a Horovod built by ``flytekitplugins.horovod.build`` must train for users who
+series (patches/0011), not here, because a Horovod built by ``horovod_flyte_runtime.build`` must train for users who
 never import this plugin, and importing the plugin should change no Horovod default.
 """
 
@@ -16,8 +16,7 @@ import re
 from typing import Any, Callable
 
 from horovod.spark.common.estimator import HorovodEstimator
-
-from .executor.settings import HorovodConfigError
+from horovod_flyte_runtime.settings import HorovodConfigError
 
 _COUNTS = re.compile(r"(Feature|Label) column count (\d+) must equal (model inputs|model outputs|provided label shapes) "
                      r"count (\d+)")

@@ -10,9 +10,9 @@ import json
 import os
 from typing import Dict, List, Optional, Tuple
 
-from .autotune import untried
-from .executor.rank_output import log_dir
-from .executor.settings import Horovod
+from horovod_flyte_runtime.autotune import untried
+from horovod_flyte_runtime.rank_output import log_dir
+from horovod_flyte_runtime.settings import Horovod
 
 LOG_TAIL_LINES = 400  # per log file in the Deck; the whole file stays in the task's log folder
 

@@ -1,5 +1,5 @@
 """A flytekit ``ImageSpec`` for Horovod tasks: the frameworks you pick, OpenMPI, Java for Spark, and Horovod built by
-the plugin's own build command (``python -m flytekitplugins.horovod.build``), the way the project's Dockerfile builds.
+the plugin's own build command (``python -m horovod_flyte_runtime.build``), the way the project's Dockerfile builds.
 
     from flytekitplugins.horovod import horovod_image_spec
     image = horovod_image_spec(registry="ghcr.io/me", packages=["my-package==1.0"])
@@ -11,14 +11,15 @@ from typing import Dict, List, Optional, Sequence
 
 from flytekit import ImageSpec
 
-from .executor.frameworks import LEGACY_KERAS_ENV
+from horovod_flyte_runtime.frameworks import LEGACY_KERAS_ENV
 
 # Debian's packages every Horovod pod needs: Java for Spark, OpenMPI (mpirun; mpicc so Horovod builds its MPI
 # controller), ssh for launchers that reach workers over SSH, and Horovod's build tools (cmake, g++, patch).
 APT_PACKAGES = ["openjdk-17-jre-headless", "openmpi-bin", "libopenmpi-dev", "openssh-client", "openssh-server",
                 "cmake", "g++", "patch", "procps"]
 CUDA_BASE_IMAGE = "nvidia/cuda:13.0.0-cudnn-devel-ubuntu24.04"  # nvcc and NCCL headers (torch 2.15: CUDA 13)
-PLUGIN_VERSION = "0.2.0"
+PLUGIN_VERSION = "0.3.0"
+RUNTIME_VERSION = "0.1.0"  # horovod-flyte-runtime, which the plugin runs on and whose build command builds Horovod
 
 
 def _framework_packages(tensorflow: Optional[str], torch: Optional[str], mxnet: Optional[str],
@@ -57,7 +58,7 @@ LINK_DEFAULT_PATHS = (
 
 def build_command(frameworks: Sequence[str], gpu: bool, controllers: Sequence[str] = ("gloo", "mpi")) -> str:
     """The build command an image runs once its Python packages are installed."""
-    return (f"python -m flytekitplugins.horovod.build --frameworks {' '.join(frameworks)} "
+    return (f"python -m horovod_flyte_runtime.build --frameworks {' '.join(frameworks)} "
             f"--controllers {' '.join(controllers)} --operations {'nccl' if gpu else 'cpu'}")
 
 
@@ -71,6 +72,7 @@ def horovod_image_spec(
     gpu: bool = False,
     packages: Sequence[str] = (),
     plugin: str = f"flytekitplugins-horovod=={PLUGIN_VERSION}",
+    runtime: str = f"horovod-flyte-runtime=={RUNTIME_VERSION}",
     registry: Optional[str] = None,
     base_image: Optional[str] = None,
     env: Optional[Dict[str, str]] = None,
@@ -86,7 +88,8 @@ def horovod_image_spec(
         gpu: NCCL operations, on a CUDA devel base image (``base_image`` defaults to ``CUDA_BASE_IMAGE``), with the
             GPU wheels of the frameworks.
         packages: your own packages (your code's distribution, its dependencies), installed with the rest.
-        plugin: how to install this plugin (a version, a wheel file or a git URL).
+        plugin, runtime: how to install this plugin and the runtime it runs on (a version, a wheel file, a folder or a
+            git URL).
         Everything else (``registry``, ``source_root``, ``copy``, ``pip_index`` ...) goes to ``ImageSpec`` as given.
     """
     frameworks = [fw for fw, version in (("tensorflow", tensorflow), ("pytorch", torch), ("mxnet", mxnet)) if version]
@@ -101,8 +104,8 @@ def horovod_image_spec(
         base_image=base_image or (CUDA_BASE_IMAGE if gpu else None),
         apt_packages=APT_PACKAGES,
         # pip, setuptools and wheel: the build command builds with ``pip wheel --no-build-isolation`` in this Python
-        packages=["pip", "setuptools", "wheel", *_framework_packages(tensorflow, torch, mxnet, gpu), plugin,
-                  *packages],
+        packages=["pip", "setuptools", "wheel", *_framework_packages(tensorflow, torch, mxnet, gpu), runtime,
+                  plugin, *packages],
         commands=[build_command(frameworks, gpu), LINK_DEFAULT_PATHS],
         env=image_env or None,
         registry=registry,

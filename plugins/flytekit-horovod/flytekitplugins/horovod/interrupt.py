@@ -20,8 +20,9 @@ import signal
 import threading
 from typing import Any, Callable, Iterator
 
+from horovod_flyte_runtime.errors import exit_quickly
+
 from .errors import InterruptedByUser
-from .executor.errors import exit_quickly
 
 GRACE_S = 10.0
 QUIET_S = 1.0  # how late a thread's error is reported (see _Interrupt.report_later)

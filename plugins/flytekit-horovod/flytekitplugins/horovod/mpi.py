@@ -12,19 +12,20 @@ from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kfmpi import task as kfmpi
 
-from .artifacts import SaysWhere, copy_to_raw_output, in_working_directory, say_where
+from horovod_flyte_runtime import _shims
+from horovod_flyte_runtime.artifacts import SaysWhere, copy_to_raw_output, in_working_directory, say_where
+from horovod_flyte_runtime.cluster_command import cluster_command, launcher_command
+from horovod_flyte_runtime.failures import job_failures
+from horovod_flyte_runtime.flyte_context import FlyteRankContext
+from horovod_flyte_runtime.local_launcher import run_local
+from horovod_flyte_runtime.noise import quiet_this_process
+from horovod_flyte_runtime.rank_start import launched_rank
+from horovod_flyte_runtime.settings import Horovod, HorovodConfigError, whole_number
+from horovod_flyte_runtime.world_rank import WorldRank, run_in_world
+
 from .constructs import refuse_dynamic
 from .errors import LauncherStopped
-from .executor import _shims
-from .executor.cluster_command import cluster_command, launcher_command
-from .executor.failures import job_failures
-from .executor.flyte_context import FlyteRankContext
-from .executor.noise import quiet_this_process
-from .executor.rank_start import launched_rank
-from .executor.settings import Horovod, HorovodConfigError, whole_number
-from .executor.world_rank import WorldRank, run_in_world
 from .horovod_deck import add_horovod_deck
-from .local_launcher import run_local
 
 logger = logging.getLogger("flytekitplugins.horovod")
 

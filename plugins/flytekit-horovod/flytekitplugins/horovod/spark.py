@@ -13,28 +13,29 @@ from flytekit.extend import ExecutionState, TaskPlugins
 from flytekitplugins.spark import Spark
 from flytekitplugins.spark.task import PysparkFunctionTask
 
-from .artifacts import SaysWhere, in_working_directory, say_where
-from .constructs import refuse_dynamic, refuse_spark_map, spark_map_refused
-from .disk_full import disk_full_error
-from .errors import lost_in_horovod_launcher
-from .estimator_checks import check_columns  # noqa: F401  (importing it checks every Estimator's columns first)
-from .executor import _shims
-from .executor.classify import rank_of
-from .executor.noise import quiet_this_process
-from .executor.rank import import_path
-from .executor.rank_output import log_dir
-from .executor.settings import Horovod, HorovodConfigError
-from .horovod_deck import add_horovod_deck
-from .interrupt import stops_spark_on_interrupt
-from .local_driver import sets_up_local_driver
-from .spark_context import CONTEXT_ATTR, HorovodSparkContext, current_horovod_spark
-from .spark_session import (
+from horovod_flyte_runtime import _shims
+from horovod_flyte_runtime.artifacts import SaysWhere, in_working_directory, say_where
+from horovod_flyte_runtime.classify import rank_of
+from horovod_flyte_runtime.local_driver import sets_up_local_driver
+from horovod_flyte_runtime.noise import quiet_this_process
+from horovod_flyte_runtime.rank import import_path
+from horovod_flyte_runtime.rank_output import log_dir
+from horovod_flyte_runtime.settings import Horovod, HorovodConfigError
+from horovod_flyte_runtime.spark_context import CONTEXT_ATTR, HorovodSparkContext, current_horovod_spark
+from horovod_flyte_runtime.spark_session import (
     check_horovod_spark,
     horovod_spark_conf,
     importable_in_workers,
     prepare_local_session,
     session_fits,
 )
+
+from .constructs import refuse_dynamic, refuse_spark_map, spark_map_refused
+from .disk_full import disk_full_error
+from .errors import lost_in_horovod_launcher
+from .estimator_checks import check_columns  # noqa: F401  (importing it checks every Estimator's columns first)
+from .horovod_deck import add_horovod_deck
+from .interrupt import stops_spark_on_interrupt
 
 logger = logging.getLogger("flytekitplugins.horovod")
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from .executor.settings import HorovodConfigError, whole_number
-from .quiet_store import QuietStore
-from .spark_context import current_horovod_spark, spark_checkpoint_url
+from horovod_flyte_runtime.quiet_store import QuietStore
+from horovod_flyte_runtime.settings import HorovodConfigError, whole_number
+from horovod_flyte_runtime.spark_context import current_horovod_spark, spark_checkpoint_url
 
 FOLDER = "torch-estimator"  # under the task's Flyte checkpoint
 _EPOCH_FILE = re.compile(r"epoch-(\d+)\.pt")

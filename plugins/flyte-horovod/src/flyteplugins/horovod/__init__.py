@@ -2,11 +2,11 @@
 ``HorovodSpark(...)`` for the Spark route (``flyteplugins.horovod.spark``, with the ``spark`` extra: flyteplugins-spark).
 
 The configs have the names and fields of ``flytekitplugins.horovod``'s, so a v1 task ports by moving its config onto
-a ``TaskEnvironment``. What runs the ranks is the runtime the v1 plugin uses (``flytekitplugins.horovod.executor``
+a ``TaskEnvironment``. What runs the ranks is the runtime the v1 plugin uses (``horovod_flyte_runtime``
 and its local launcher), imported without flytekit: this package works where flytekit cannot be imported.
 """
 
-from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigError
+from horovod_flyte_runtime.settings import Horovod, HorovodConfigError
 
 from .errors import RankFailedError, RankLostError, StalledRanksError
 from .task import HorovodJob, HorovodMPITask, Launcher, MPIJob, RunPolicy, Worker

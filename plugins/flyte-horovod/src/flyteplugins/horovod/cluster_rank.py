@@ -10,7 +10,7 @@ at its start. ``mpirun`` and ``horovodrun`` pass one environment to every rank, 
 import os
 import sys
 
-from flytekitplugins.horovod.executor.rank_start import launched_rank, launched_size
+from horovod_flyte_runtime.rank_start import launched_rank, launched_size
 
 
 def main() -> None:

@@ -13,8 +13,8 @@ from typing import Optional
 
 import flyte.errors
 
-from flytekitplugins.horovod.executor import errors as _runtime
-from flytekitplugins.horovod.executor.errors import RankLostError
+from horovod_flyte_runtime import errors as _runtime
+from horovod_flyte_runtime.errors import RankLostError
 
 __all__ = ["RankFailedError", "RankLostError", "StalledRanksError", "as_flyte_error"]
 

@@ -10,7 +10,7 @@ registers these when flyte-migrate loads flytekit.
 
 from typing import Any, Dict, Optional
 
-from flytekitplugins.horovod.executor.settings import Horovod
+from horovod_flyte_runtime.settings import Horovod
 
 from .task import HorovodJob, Launcher, MPIJob, RunPolicy, Worker
 

@@ -17,11 +17,11 @@ from flyte.extend import TaskPluginRegistry
 from flyte.models import SerializationContext
 from flyteplugins.spark.task import DEFAULT_SPARK_CONTEXT_NAME, PysparkFunctionTask, Spark
 
-from flytekitplugins.horovod.executor.noise import quiet_this_process
-from flytekitplugins.horovod.executor.rank import import_path
-from flytekitplugins.horovod.executor.settings import Horovod
-from flytekitplugins.horovod.runner import HorovodRunner
-from flytekitplugins.horovod.spark_context import (
+from horovod_flyte_runtime.noise import quiet_this_process
+from horovod_flyte_runtime.rank import import_path
+from horovod_flyte_runtime.runner import HorovodRunner
+from horovod_flyte_runtime.settings import Horovod
+from horovod_flyte_runtime.spark_context import (
     RUNNING,
     HorovodSparkContext,
     current_horovod_spark,
@@ -30,7 +30,7 @@ from flytekitplugins.horovod.spark_context import (
     spark_run,
     spark_store,
 )
-from flytekitplugins.horovod.spark_session import (
+from horovod_flyte_runtime.spark_session import (
     check_horovod_spark,
     horovod_spark_conf,
     importable_in_workers,

@@ -22,16 +22,16 @@ from flyte._task import P, R
 from flyte.extend import AsyncFunctionTaskTemplate, TaskPluginRegistry
 from flyte.models import SerializationContext
 
-from flytekitplugins.horovod.executor.cluster_command import cluster_command, launcher_command
-from flytekitplugins.horovod.executor.elastic_job import check_elastic_job
-from flytekitplugins.horovod.executor.errors import RankFailedError as RankFailed
-from flytekitplugins.horovod.executor.errors import RankLostError
-from flytekitplugins.horovod.executor.failures import job_failures
-from flytekitplugins.horovod.executor.flyte2_error import write_flyte2_error
-from flytekitplugins.horovod.executor.rank_start import launched_rank
-from flytekitplugins.horovod.executor.settings import Horovod, HorovodConfigError, whole_number
-from flytekitplugins.horovod.executor.world_rank import WorldRank, run_in_world
-from flytekitplugins.horovod.local_launcher import run_local, run_local_elastic
+from horovod_flyte_runtime.cluster_command import cluster_command, launcher_command
+from horovod_flyte_runtime.elastic_job import check_elastic_job
+from horovod_flyte_runtime.errors import RankFailedError as RankFailed
+from horovod_flyte_runtime.errors import RankLostError
+from horovod_flyte_runtime.failures import job_failures
+from horovod_flyte_runtime.flyte2_error import write_flyte2_error
+from horovod_flyte_runtime.local_launcher import run_local, run_local_elastic
+from horovod_flyte_runtime.rank_start import launched_rank
+from horovod_flyte_runtime.settings import Horovod, HorovodConfigError, whole_number
+from horovod_flyte_runtime.world_rank import WorldRank, run_in_world
 
 from .errors import as_flyte_error
 from .progress import ReportProgress

@@ -1,14 +1,14 @@
-"""``horovodrun`` with the job's secret: ``python -m flytekitplugins.horovod.horovodrun ARGS`` is Horovod's
+"""``horovodrun`` with the job's secret: ``python -m horovod_flyte_runtime.horovodrun ARGS`` is Horovod's
 ``horovodrun ARGS`` (the local elastic launcher runs it, and ``cluster_launcher`` runs it for a cluster's
 ``horovodrun``), changed in three ways:
 
 - its elastic rendezvous takes worker addresses only when signed with the job's secret and never serves them
-  (``executor.elastic_rendezvous``); the secret is made here unless the environment brings one;
+  (``elastic_rendezvous``); the secret is made here unless the environment brings one;
 - the ranks' environment is not on their command lines: Horovod starts each rank as ``sh -c "env K=V ... command"``
   with every exportable variable (readable by any user in ``/proc/<pid>/cmdline``); here the command names only
   Horovod's own slot and rendezvous variables, and the rank's shell reads the rest from a 0600 file (a remote rank's,
   from ssh's standard input);
-- in a local run (``executor.loopback``) Horovod's servers bind 127.0.0.1.
+- in a local run (``loopback``) Horovod's servers bind 127.0.0.1.
 """
 
 import contextlib
@@ -19,9 +19,9 @@ import shutil
 import tempfile
 from typing import Callable, Dict, Iterator
 
-from .executor.elastic_rendezvous import authenticated_handler
-from .executor.job_secret import with_job_secret
-from .executor.loopback import bind_horovod_to_loopback
+from .elastic_rendezvous import authenticated_handler
+from .job_secret import with_job_secret
+from .loopback import bind_horovod_to_loopback
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # what a shell can export
 

@@ -19,7 +19,7 @@ HOSTFILE_REF = "$(OMPI_MCA_orte_default_hostfile)"
 MPIRUN_BASE = ["mpirun", "--allow-run-as-root", "-bind-to", "none", "-map-by", "slot", "-x", "LD_LIBRARY_PATH",
                "-x", "PATH", "-x", "NCCL_DEBUG=INFO", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
 
-CLUSTER_LAUNCHER = "flytekitplugins.horovod.cluster_launcher"
+CLUSTER_LAUNCHER = "horovod_flyte_runtime.cluster_launcher"
 
 
 def launcher_command(num_ranks: int, settings: Horovod) -> List[str]:

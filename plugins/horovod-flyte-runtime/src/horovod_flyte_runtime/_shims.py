@@ -38,9 +38,13 @@ def write_error_document(ctx: Any, error: BaseException) -> None:
     from flytekit.exceptions.user import FlyteRecoverableException, FlyteUserRuntimeException
     from flytekit.models.core import errors, execution
 
+    from .errors import RankLostError
+
     wrapped = FlyteUserRuntimeException(error)
     wrapped.__cause__ = error  # as `raise ... from` in flytekit's dispatch: the trace shows the error itself
-    recoverable = isinstance(error, FlyteRecoverableException)
+    # a lost rank is retried whichever layer raised it: the v1 plugin's own subclass is a FlyteRecoverableException,
+    # and the cluster launcher (which imports no plugin) raises the runtime's
+    recoverable = isinstance(error, (FlyteRecoverableException, RankLostError))
     document = errors.ErrorDocument(errors.ContainerError(
         code=wrapped.error_code,
         message=entrypoint.get_traceback_str(wrapped),

@@ -22,18 +22,17 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import cloudpickle
 
-from . import executor
-from .executor import _shims
-from .executor.failures import RankFailures
-from .executor.gloo import start_rendezvous, stop_soon
-from .executor.job_secret import job_secret, with_job_secret
-from .executor.loopback import LOOPBACK, LOOPBACK_ENV
-from .executor.noise import quiet_env
-from .executor.processes import SETTLE_S
-from .executor.rank import RankJob, RankResult, import_path, run_rank
-from .executor.rank_output import RankOutput
-from .executor.settings import Horovod
-from .executor.spark_barrier_task import barrier_rank
+from . import _shims
+from .failures import RankFailures
+from .gloo import start_rendezvous, stop_soon
+from .job_secret import job_secret, with_job_secret
+from .loopback import LOOPBACK, LOOPBACK_ENV
+from .noise import quiet_env
+from .processes import SETTLE_S
+from .rank import RankJob, RankResult, import_path, run_rank
+from .rank_output import RankOutput
+from .settings import Horovod
+from .spark_barrier_task import barrier_rank
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -207,11 +206,11 @@ def _protocols(fs) -> Tuple[str, ...]:
 
 
 _BY_VALUE_LOCK = threading.Lock()
-# What the barrier tasks run: the ``executor`` package (cloudpickle takes a package's submodules with it), pickled by
-# value, so a Spark worker runs it without importing this package's task plugins (flytekit: a second in every new
-# Spark Python worker). The package imports no flytekit (tests/plugin/test_no_flytekit.py), and the barrier code
-# refers to its functions by name, never to a module object (that would pickle it whole).
-_BY_VALUE = (executor,)
+# What the barrier tasks run: this package (cloudpickle takes a package's submodules with it), pickled by value, so a
+# Spark worker runs the driver's own copy and needs no plugin installed beside Horovod. The package imports no flytekit
+# (tests/plugin/test_no_flytekit.py), and the barrier code refers to its functions by name, never to a module object
+# (that would pickle it whole).
+_BY_VALUE = (sys.modules[__package__],)
 
 
 @contextlib.contextmanager

@@ -9,8 +9,8 @@ import os
 import sys
 from typing import Dict, Optional
 
-from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .local_driver import LOOPBACK, set_up_local_driver
+from .settings import Horovod, HorovodConfigError, whole_number
 from .spark_launcher import spark_slots
 
 

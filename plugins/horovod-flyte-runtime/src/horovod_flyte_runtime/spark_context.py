@@ -9,9 +9,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
-from .executor import _shims
-from .executor.rank_output import RankOutput
-from .executor.settings import Horovod, HorovodConfigError, whole_number
+from . import _shims
+from .rank_output import RankOutput
+from .settings import Horovod, HorovodConfigError, whole_number
 from .spark_launcher import run_on_spark
 
 CONTEXT_ATTR = "HOROVOD_SPARK"  # flytekit.current_context().horovod_spark inside a HorovodSpark task

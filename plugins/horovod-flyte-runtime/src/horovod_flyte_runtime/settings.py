@@ -242,7 +242,7 @@ class Horovod:
     def check_framework(self) -> None:
         """Raise a ``HorovodConfigError`` naming the framework, what this Horovod build serves and how to rebuild,
         when the build lacks ``framework`` (checked on disk, nothing imported: see ``build_info``)."""
-        from ..build_info import framework_built, missing_framework  # here: `python -m .build_info` runs it as main
+        from .build_info import framework_built, missing_framework  # here: `python -m .build_info` runs it as main
 
         if self.framework not in (None, AUTO) and not framework_built(self.framework):
             raise HorovodConfigError(missing_framework(self.framework))

@@ -56,7 +56,7 @@ class NamedRank(NamedTuple):
 def exception_kind(exc: BaseException) -> str:
     """The failure kind of an exception a rank raised: the launcher stopping it, or a text of ``ECHO_MARKERS``, is an
     echo; a ``FlyteRecoverableException`` is recoverable; anything else was raised by the body."""
-    if _is_instance(exc, f"{__package__.rpartition('.')[0]}.errors", "LauncherStopped"):
+    if _is_instance(exc, "flytekitplugins.horovod.errors", "LauncherStopped"):
         return ECHO
     if _is_instance(exc, "flytekit.exceptions.user", "FlyteRecoverableException"):
         return RECOVERABLE_RAISED

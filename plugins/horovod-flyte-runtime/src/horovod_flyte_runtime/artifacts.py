@@ -16,8 +16,8 @@ import time
 from typing import List, Optional, Sequence
 
 from .autotune import untried
-from .executor.rank_output import LOG_DIR_NAME
-from .executor.settings import ARTIFACTS, Horovod
+from .rank_output import LOG_DIR_NAME
+from .settings import ARTIFACTS, Horovod
 
 FOLDER = "horovod"  # under a cluster task's raw output prefix: the timeline and autotune log (and Spark's rank logs)
 _LABELS = {"timeline_filename": "timeline", "autotune_log_file": "autotune log"}

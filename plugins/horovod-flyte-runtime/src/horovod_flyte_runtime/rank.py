@@ -23,7 +23,7 @@ from .rank_watches import RankWatches
 from .settings import Horovod, HorovodConfigError
 
 # How every rank process starts: ``rank_main`` with where its job comes from and where its result goes.
-RANK_ENTRY = "from flytekitplugins.horovod.executor.rank import rank_main; rank_main()"
+RANK_ENTRY = "from horovod_flyte_runtime.rank import rank_main; rank_main()"
 STDIN = "-"  # JOB argument: the pickled job arrives on standard input
 RESULT_FD = "fd:"  # RESULT argument prefix: write the pickled result to this inherited file descriptor
 

@@ -8,7 +8,7 @@ options make that choice; the address Spark binds a local driver to, where unset
 127.0.0.1, and without the variable Spark warns that the host name "resolves to a loopback address" and advertises
 another one); and ``log4j2-local.properties`` (Spark's defaults less the lines a local run always prints and no one
 can act on). The native start-up lines of the JVM and of TensorFlow (in the driver, the Python workers and the ranks)
-are filtered from here on (``executor.native_lines``). ``FLYTE_HOROVOD_VERBOSE=1`` leaves the logging and those lines
+are filtered from here on (``native_lines``). ``FLYTE_HOROVOD_VERBOSE=1`` leaves the logging and those lines
 as they are.
 """
 
@@ -19,8 +19,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .executor.native_lines import filter_native_stderr
-from .executor.noise import verbose
+from .native_lines import filter_native_stderr
+from .noise import verbose
 
 LOOPBACK = "127.0.0.1"
 LOG4J_FILE = Path(__file__).with_name("log4j2-local.properties")

@@ -3,8 +3,8 @@
 import tempfile
 from typing import Any, Callable, Optional
 
-from .executor.settings import Horovod, HorovodConfigError, whole_number
 from .local_launcher import run_local
+from .settings import Horovod, HorovodConfigError, whole_number
 from .spark_context import current_horovod_spark
 from .spark_launcher import run_on_spark
 from .spark_session import prepare_local_session

@@ -3,7 +3,7 @@
 ``horovodrun --check-build`` cannot say: ``horovod.torch`` imports (as a hollow module, with no ``init``) even when
 Horovod was built without PyTorch, and check-build counts that import as built. Here a framework counts when its
 compiled Horovod extension is on disk and the framework itself is installed (``framework_built``: no import, so a
-launcher can refuse a missing one before any rank starts), and ``python -m flytekitplugins.horovod.build_info``
+launcher can refuse a missing one before any rank starts), and ``python -m horovod_flyte_runtime.build_info``
 proves it: in a fresh process per framework, ``hvd.init()`` and a 1-rank allreduce (what the set-up reports).
 
 It imports nothing of the plugin but ``frameworks``: the set-up runs it before the plugin's other modules are there.
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .executor.frameworks import FRAMEWORK_BUILDS
+from .frameworks import FRAMEWORK_BUILDS
 
 
 def horovod_dir() -> Optional[str]:
@@ -50,7 +50,7 @@ def missing_framework(framework: str) -> str:
         problem = f"this Horovod build has no {build.display} extension ({build.extension}.* under {root})"
     has = ", ".join(built_frameworks()) or "no framework"
     return (f"Horovod(framework={framework!r}): {problem}; this build serves: {has}. Install {build.package} first, "
-            f"then rebuild Horovod against it: python -m flytekitplugins.horovod.build (it builds for every "
+            f"then rebuild Horovod against it: python -m horovod_flyte_runtime.build (it builds for every "
             f"framework installed; {build.build_flag}=1 is what it sets), or choose a framework this build serves")
 
 
@@ -92,7 +92,7 @@ def check(frameworks: Sequence[str]) -> Tuple[List[str], List[str], Dict[str, st
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Print the frameworks whose ``hvd.init()`` and allreduce really run, and the controllers built; exit 1 if one of
     ``--expect`` does not run."""
-    parser = argparse.ArgumentParser(prog="python -m flytekitplugins.horovod.build_info", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m horovod_flyte_runtime.build_info", description=main.__doc__)
     parser.add_argument("--expect", nargs="*", default=[], choices=sorted(FRAMEWORK_BUILDS),
                         help="frameworks that must work")
     args = parser.parse_args(argv)

@@ -24,7 +24,7 @@ def _write_flytekit_error(outputs: str, raw: Optional[str], error: BaseException
     """``error.pb`` in the Flyte context ``pyflyte-execute`` itself would set up."""
     from flytekit.bin.entrypoint import setup_execution
 
-    from .executor import _shims
+    from . import _shims
 
     with setup_execution(raw, output_metadata_prefix=outputs) as ctx:
         _shims.write_error_document(ctx, error)
@@ -39,7 +39,7 @@ def _flytekit_exit() -> int:
 
 
 def _write_flyte2_error(outputs: str, raw: Optional[str], error: BaseException) -> None:
-    from .executor.flyte2_error import write_flyte2_error
+    from .flyte2_error import write_flyte2_error
 
     write_flyte2_error(outputs, error)
 

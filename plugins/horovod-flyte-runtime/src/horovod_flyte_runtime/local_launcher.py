@@ -15,21 +15,21 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
+from . import gloo
 from .artifacts import say_where
-from .executor import gloo
-from .executor.classify import DIED, mpirun_failed_rank
-from .executor.errors import InterruptedByUser, exit_quickly
-from .executor.failures import HOST_ENV, RankFailures, this_host
-from .executor.flyte_context import FlyteRankContext
-from .executor.job_secret import with_job_secret
-from .executor.launcher_exit import LauncherExitWatch
-from .executor.loopback import LOOPBACK, LOOPBACK_ENV
-from .executor.noise import quiet_env
-from .executor.own_network import HOW_TO_ALLOW, isolation
-from .executor.processes import PARENT_PID_ENV, Processes, stopped_by_sigterm
-from .executor.rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
-from .executor.rank_output import RankOutput
-from .executor.settings import Horovod, whole_number
+from .classify import DIED, mpirun_failed_rank
+from .errors import InterruptedByUser, exit_quickly
+from .failures import HOST_ENV, RankFailures, this_host
+from .flyte_context import FlyteRankContext
+from .job_secret import with_job_secret
+from .launcher_exit import LauncherExitWatch
+from .loopback import LOOPBACK, LOOPBACK_ENV
+from .noise import quiet_env
+from .own_network import HOW_TO_ALLOW, isolation
+from .processes import PARENT_PID_ENV, Processes, stopped_by_sigterm
+from .rank import RankJob, RankResult, import_path, rank_command, read_results, write_file
+from .rank_output import RankOutput
+from .settings import Horovod, whole_number
 
 logger = logging.getLogger("flytekitplugins.horovod")
 
@@ -163,7 +163,7 @@ def run_local_elastic(
     that is rank 0 at the end; ``on_rank0_line`` as in ``run_local``."""
     hosts = local_host_names()
     if max_workers > len(hosts):
-        from .executor.settings import HorovodConfigError
+        from .settings import HorovodConfigError
 
         raise HorovodConfigError(f"a local elastic run stands for each worker host by a name of this host; there are "
                                  f"{len(hosts)} ({', '.join(hosts)}), max_workers={max_workers} needs more")
@@ -172,7 +172,7 @@ def run_local_elastic(
     with open(discovery, "w") as f:
         f.write("#!/bin/sh\n" + "".join(f"echo {host}:{slots}\n" for host in hosts[:workers]))
     os.chmod(discovery, 0o755)
-    args = [sys.executable, "-m", "flytekitplugins.horovod.horovodrun", "--network-interface", "lo",
+    args = [sys.executable, "-m", "horovod_flyte_runtime.horovodrun", "--network-interface", "lo",
             "-np", str(workers * slots), "--min-np", str(min_workers * slots), "--max-np", str(max_workers * slots),
             "--host-discovery-script", discovery, "--elastic-timeout", str(elastic_timeout),
             *settings.horovodrun_args(), *rank_command(job_path, job_dir)]

@@ -1,4 +1,4 @@
-"""Build Horovod for the frameworks installed in this Python environment: ``python -m flytekitplugins.horovod.build``.
+"""Build Horovod for the frameworks installed in this Python environment: ``python -m horovod_flyte_runtime.build``.
 
 Horovod's last release (0.28.1, June 2023) builds from its sdist against the frameworks already installed, and does not
 build as released on Python 3.12, PyTorch >= 2.1 or TensorFlow >= 2.19. This command:
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from .build_info import check
-from .executor.frameworks import FRAMEWORK_BUILDS
+from .frameworks import FRAMEWORK_BUILDS
 
 HOROVOD_VERSION = "0.28.1"
 PATCHES = Path(__file__).with_name("patches")
@@ -238,7 +238,7 @@ def report(build: BuildPlan) -> List[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Build (or take from the cache), install and check Horovod for this environment's frameworks."""
-    parser = argparse.ArgumentParser(prog="python -m flytekitplugins.horovod.build", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m horovod_flyte_runtime.build", description=main.__doc__)
     parser.add_argument("--frameworks", nargs="+", choices=BUILDABLE,
                         help="frameworks to build for (default: every one installed here)")
     parser.add_argument("--controllers", nargs="+", choices=CONTROLLERS,

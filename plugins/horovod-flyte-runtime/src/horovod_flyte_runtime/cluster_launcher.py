@@ -1,5 +1,5 @@
 """The MPI operator's launcher as ``MPIJob`` and ``HorovodJob`` tasks register it:
-``python -m flytekitplugins.horovod.cluster_launcher --slots S -- <mpirun or horovodrun ...> ... pyflyte-execute ...``
+``python -m horovod_flyte_runtime.cluster_launcher --slots S -- <mpirun or horovodrun ...> ... pyflyte-execute ...``
 (``pyflyte-map-execute`` for an element of a ``map_task``: propeller runs each element as an MPIJob of its own), and
 as Flyte 2 ``MPIJob`` tasks register it, with each rank running ``a0`` (``launcher_entrypoints``).
 
@@ -23,8 +23,8 @@ It makes two promises true that a real cluster does not keep for a bare ``mpirun
   raised has written its error already. The Flyte 2 backend does the same (flyteorg/flyte 6fadb90, the same
   ``mpi.go`` and ``common_operator.go``; ``executor/pkg/plugin/k8s/plugin_manager.go``), and ``a0`` exits 0 too.
 
-It also gives the job a secret (``executor.job_secret``, in the environment: ``mpirun -x`` names it, and
-``horovodrun`` is run as ``flytekitplugins.horovod.horovodrun``, which hands it and the rest of the ranks'
+It also gives the job a secret (``job_secret``, in the environment: ``mpirun -x`` names it, and
+``horovodrun`` is run as ``horovod_flyte_runtime.horovodrun``, which hands it and the rest of the ranks'
 environment to remote ranks through ssh's standard input), so that the elastic rendezvous and the ranks' liveness
 port hear only the job's own processes.
 """
@@ -106,8 +106,8 @@ def rank_host(command: Sequence[str], env: Dict[str, str], rank: int) -> Optiona
 def launcher_failure(command: Sequence[str], env: Dict[str, str], output: str, code: int) -> BaseException:
     """The task's error for a launcher that exited with ``code``: the rank it names (recorded with its host among
     what the ranks recorded in the job's failure folder), else what the ranks recorded, else the launcher's output."""
-    from .executor.classify import DIED, describe_status, launcher_failed_rank
-    from .executor.failures import job_failures
+    from .classify import DIED, describe_status, launcher_failed_rank
+    from .failures import job_failures
 
     failures = job_failures(raw_output_prefix(command))
     named = launcher_failed_rank(output)
@@ -127,7 +127,7 @@ def write_task_error(command: Sequence[str], error: BaseException) -> None:
 def with_job_secret_passed(command: Sequence[str], env: Dict[str, str]) -> List[str]:
     """``command`` passing the job secret, which goes into ``env``: ``mpirun`` forwards it by name (``-x``),
     ``horovodrun`` is this plugin's (see ``horovodrun``)."""
-    from .executor.job_secret import SECRET_ENV, with_job_secret
+    from .job_secret import SECRET_ENV, with_job_secret
 
     env.update(with_job_secret(env))
     name = os.path.basename(command[0])
@@ -145,7 +145,7 @@ def _stalled(command: Sequence[str]) -> Callable[[], bool]:
     rank 0 exits non-zero after recording the stall."""
     if "--host-discovery-script" not in command:
         return lambda: False
-    from .executor.failures import job_failures
+    from .failures import job_failures
 
     return job_failures(raw_output_prefix(command)).stalled
 
@@ -156,7 +156,7 @@ def run(command: Sequence[str], slots: int) -> int:
     fails, as it would without this launcher). Run by ``main``, SIGTERM (the kubelet stopping the pod) stops the command
     and whatever it started (SIGTERM, SIGKILL 5 s later), then ends this process with 143: ``horovodrun``'s own shutdown can wait
     for ever on a rank that is gone. The command also gets SIGTERM if this process dies otherwise."""
-    from .executor.processes import Processes
+    from .processes import Processes
 
     exit_after_error = ENTRYPOINTS[entrypoint(command)].exit_after_error
     workdir = tempfile.mkdtemp(prefix="horovod-launcher-")
@@ -188,10 +188,10 @@ def run(command: Sequence[str], slots: int) -> int:
 
 
 def _exit_watch(command: Sequence[str]):
-    """The watch of a launcher that does not exit once every rank has returned (see ``executor.launcher_exit``): its
+    """The watch of a launcher that does not exit once every rank has returned (see ``launcher_exit``): its
     ranks mark it in the job's failure folder; rank 0's pyflyte-execute has also written the outputs or an error."""
-    from .executor.failures import job_failures
-    from .executor.launcher_exit import LauncherExitWatch
+    from .failures import job_failures
+    from .launcher_exit import LauncherExitWatch
 
     size = option(command, "-np", command[0])
     if raw_output_prefix(command) is None:
@@ -212,8 +212,8 @@ def _written(command: Sequence[str], name: str) -> bool:
 
 def _remove_marks(command: Sequence[str]) -> None:
     """The ranks' markers that they returned (and their folder, where nothing else is in it) removed."""
-    from .executor.failures import job_failures
-    from .executor.launcher_exit import remove_marks
+    from .failures import job_failures
+    from .launcher_exit import remove_marks
 
     if raw_output_prefix(command) is not None:
         remove_marks(job_failures(raw_output_prefix(command)).folder)
@@ -223,14 +223,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--slots", type=int, required=True, help="ranks per worker pod (the task's slots)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the launcher command")
-    from .executor.settings import whole_number
+    from .settings import whole_number
 
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not whole_number(args.slots, at_least=1) or not command:
         parser.error(f"--slots={args.slots} must be at least 1, followed by -- and the launcher command")
     logging.basicConfig(level=logging.INFO, format="[horovod launcher] %(message)s")
-    from .executor.processes import stopped_by_sigterm
+    from .processes import stopped_by_sigterm
 
     sys.exit(stopped_by_sigterm(run)(command, args.slots))
 
