@@ -22,7 +22,7 @@ RANKS = 2  # the global batch is always RANKS parts, so a one-process run sees t
 
 
 def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: int, warmup: int,
-          threads: int) -> Dict[str, Any]:
+          threads: int, num_groups: int = 0) -> Dict[str, Any]:
     """Train ``warmup + steps`` steps; rank 0's samples per second over the last ``steps`` (all ranks' samples) and
     the loss averaged over every rank and the last 20 steps."""
     import torch
@@ -45,7 +45,8 @@ def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: in
     if mode == "horovod":
         import horovod.torch as hvd
 
-        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                             num_groups=num_groups)
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         # no hvd.broadcast_optimizer_state: every rank's Adam state is empty, and on an empty state it takes one step
         # with zero gradients to create it, which moves Adam's bias correction by a step (a different trajectory
@@ -66,7 +67,8 @@ def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: in
         losses.append(float(loss.detach()))
     seconds = time.perf_counter() - started
     final = average(sum(losses[-20:]) / 20)
-    return {"mode": mode, "rank": rank, "ranks": size, "threads": threads, "samples_per_s": steps * batch * RANKS / seconds,
+    return {"mode": mode, "rank": rank, "ranks": size, "threads": threads, "num_groups": num_groups,
+            "samples_per_s": steps * batch * RANKS / seconds,
             "seconds": seconds, "steps": steps, "final_loss": final, "first_loss": losses[0]}
 
 
