@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Sequence
 
 
 def run(description: str, modes: Sequence[str], train: Callable[..., Dict[str, Any]]) -> None:
-    """Parse the options, ``train(mode, prepared, hidden, batch, steps, warmup, threads, num_groups)``, print rank 0's
+    """Parse the options, ``train(mode, prepared, hidden, batch, steps, warmup, threads, groups)``, print rank 0's
     result."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--mode", choices=list(modes), required=True)
@@ -19,11 +19,11 @@ def run(description: str, modes: Sequence[str], train: Callable[..., Dict[str, A
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--num-groups", type=int, default=0,
-                   help="Horovod's DistributedOptimizer(num_groups=...): 0 (Horovod's default) allreduces each "
+    p.add_argument("--groups", type=int, default=0,
+                   help="Horovod's DistributedOptimizer(groups=N): 0 (unset, Horovod's default) allreduces each "
                         "gradient as it is ready, N in N grouped allreduces")
     args = p.parse_args()
     result = train(args.mode, args.prepared, [int(h) for h in args.hidden.split(",")], args.batch, args.steps,
-                   args.warmup, args.threads, args.num_groups)
+                   args.warmup, args.threads, args.groups)
     if result["rank"] == 0:
         print("RESULT " + json.dumps(result), flush=True)

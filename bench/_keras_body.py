@@ -33,7 +33,7 @@ SCORED_ROWS = 4096
 
 
 def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: int, warmup: int,
-          threads: int, num_groups: int = 0) -> Dict[str, Any]:
+          threads: int, groups: int = 0) -> Dict[str, Any]:
     """Fit ``warmup + steps`` steps; samples per second over the last ``steps`` (all ranks' samples)."""
     import rossmann  # noqa: F401, I001  (before TensorFlow: tf.keras is then Keras 2, which Horovod's Keras API needs)
     import numpy as np
@@ -68,7 +68,7 @@ def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: in
         if mode == "horovod":
             import horovod.tensorflow.keras as hvd
 
-            optimizer = hvd.DistributedOptimizer(optimizer, num_groups=num_groups)
+            optimizer = hvd.DistributedOptimizer(optimizer, groups=groups or None)
         compile_model(model, optimizer)
     callbacks = [clock := _clock(warmup)]
     if mode == "horovod":

@@ -4,14 +4,15 @@ round-robin. A variant is Horovod's own environment settings (what ``Horovod(...
 argument of ``hvd.DistributedOptimizer``:
 
 * ``default``: Horovod 0.28.1's defaults (a background cycle of 1 ms, 128 MB fusion buffer, response cache on);
-* ``num_groups=1``: the gradients as one grouped allreduce once the last is ready (DDP's one bucket, for a model
+* ``groups=1``: the gradients as one grouped allreduce once the last is ready (DDP's one bucket, for a model
   this size);
-* ``num_groups=1, cycle 5 ms``: both, fewer idle negotiations between steps;
+* ``groups=1 + cycle 5 ms`` and ``+ cycle 0.5 ms``: both, fewer idle negotiations between steps or less wait
+  for the next cycle after the last gradient;
 * ``cycle 5 ms`` and ``cycle 0.2 ms``: ``HOROVOD_CYCLE_TIME``, how often the background thread negotiates and fuses;
 * ``no response cache``: ``HOROVOD_CACHE_CAPACITY=0``, every tensor negotiated by rank 0 each cycle;
 * ``no fusion``: ``HOROVOD_FUSION_THRESHOLD=0``, one Gloo allreduce per gradient.
 
-With ``--timeline``, the default and ``num_groups=1`` runs once more each under Horovod's timeline: the collectives
+With ``--timeline``, the default and ``groups=1`` runs once more each under Horovod's timeline: the collectives
 per step and the seconds the run spent inside their negotiation or execution (bench/steps.py's reading).
 
     .venv/bin/python -m bench.horovod_knobs            # 3 repetitions each, the Rossmann model, about 6 minutes
@@ -30,8 +31,10 @@ from bench.vs_ddp import MODELS, STEPS, commands, contestant_runs, prepared, res
 
 VARIANTS: Dict[str, Tuple[Dict[str, str], List[str]]] = {  # name: (environment, body arguments)
     "default": ({}, []),
-    "num_groups=1": ({}, ["--num-groups", "1"]),
-    "num_groups=1, cycle 5 ms": ({"HOROVOD_CYCLE_TIME": "5"}, ["--num-groups", "1"]),
+    "groups=1": ({}, ["--groups", "1"]),
+    "groups=1 + cycle 5 ms": ({"HOROVOD_CYCLE_TIME": "5"}, ["--groups", "1"]),
+    "groups=1 + cycle 0.5 ms": ({"HOROVOD_CYCLE_TIME": "0.5"}, ["--groups", "1"]),
+    "groups=1 + cycle 2 ms": ({"HOROVOD_CYCLE_TIME": "2"}, ["--groups", "1"]),
     "cycle 5 ms": ({"HOROVOD_CYCLE_TIME": "5"}, []),
     "cycle 0.2 ms": ({"HOROVOD_CYCLE_TIME": "0.2"}, []),
     "no response cache": ({"HOROVOD_CACHE_CAPACITY": "0"}, []),
@@ -51,11 +54,11 @@ def variant_commands(model: str, steps: int, chosen: List[str]) -> Dict[str, Lis
 
 
 def timelines(model: str, steps: int) -> Dict[str, Dict]:
-    """The default and ``num_groups=1`` once each under ``HOROVOD_TIMELINE``: collectives per step, and the share of
+    """The default and ``groups=1`` once each under ``HOROVOD_TIMELINE``: collectives per step, and the share of
     the run inside their negotiation or execution."""
     read = {}
     with tempfile.TemporaryDirectory() as scratch:
-        for name, command in variant_commands(model, steps, ["default", "num_groups=1"]).items():
+        for name, command in variant_commands(model, steps, ["default", "groups=1"]).items():
             if name == "DDP":
                 continue
             path = os.path.join(scratch, f"{len(read)}.json")

@@ -109,9 +109,12 @@ def train_rank_torch(
     model = build_torch_model(metadata, continuous_stats(prepared, metadata), hidden, dropout, embedding_width)
     # wrapped before anything is loaded into it: DistributedOptimizer builds a new optimizer from the param groups and
     # keeps none of the wrapped one's state (Horovod's own resuming example, pytorch_imagenet_resnet50.py, wraps first)
+    # groups=1: every gradient in one grouped allreduce once backward has made the last one, instead of one allreduce
+    # per gradient fused by whichever background cycle they fall in; on 2 CPU ranks the step then trains at DDP's
+    # speed (bench/horovod_knobs.py, docs/performance.md section 12)
     optimizer = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=learning_rate * size, eps=EPSILON),
                                          named_parameters=model.named_parameters(),
-                                         compression=compression or hvd.Compression.none)
+                                         compression=compression or hvd.Compression.none, groups=1)
     # rank 0 decides whether the checkpoint is usable, every rank follows: a fresh start when it is not
     resumed = resume(checkpoint_dir, _read_checkpoint) if rank == 0 else None
     # named: horovod.torch names a broadcast after the object's type by default (TrainState on rank 0, NoneType on the
