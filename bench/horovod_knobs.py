@@ -58,9 +58,9 @@ def timelines(model: str, steps: int) -> Dict[str, Dict]:
     the run inside their negotiation or execution."""
     read = {}
     with tempfile.TemporaryDirectory() as scratch:
-        for name, command in variant_commands(model, steps, ["default", "groups=1"]).items():
-            if name == "DDP":
-                continue
+        traced = variant_commands(model, steps, ["default", "groups=1"])
+        del traced["DDP"]
+        for name, command in traced.items():
             path = os.path.join(scratch, f"{len(read)}.json")
             run = result_of(["env", f"HOROVOD_TIMELINE={path}", *command])
             spent = collectives(path)
@@ -82,7 +82,8 @@ def main() -> None:
     reps = args.reps or (1 if args.quick else 3)
     steps = 20 if args.quick else args.steps or STEPS[args.model]
     header(f"Horovod's settings against DDP ({args.model} model, {steps} steps)", args.quick)
-    os.environ.pop("HOROVOD_CYCLE_TIME", None)
+    for name in {name for env, _ in VARIANTS.values() for name in env}:  # "default" is Horovod's, not this shell's
+        os.environ.pop(name, None)
     samples, runs = contestant_runs(variant_commands(args.model, steps, args.variants.split(",")), reps)
     ddp = median(samples["DDP"])
     rows = [[name, f"{median(values):,.0f}", f"{median(values) / ddp:.2f}x",
