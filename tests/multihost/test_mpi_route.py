@@ -7,6 +7,7 @@ run ``pyflyte-execute`` in b and c, started over ssh (mpirun through the agent, 
 MPI Operator v2), ``slots`` of them in each host. No Horovod interface or address is set by hand.
 """
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -21,6 +22,8 @@ from tests.multihost.checks import assert_ranks_across_hosts, rank_markers
 from tests.multihost.conftest import FLOWS, pod_env, worker_pods
 from tests.multihost.flows.multihost_flows import PAYLOAD
 from tests.multihost.observe import Observer
+from tests.multihost.rendezvous_attack import RendezvousAttack
+from tests.support.attacks import GLOO_KEY_JUNK
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -44,10 +47,16 @@ def test_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, registratio
     assert not any(k.startswith("HOROVOD_GLOO_") for k in {**os.environ, **env}), "no hand-set Gloo interface"
 
     canary = {"FLYTE_HOROVOD_TEST_CANARY": f"canary-{os.urandom(8).hex()}"}  # horovodrun hands it to every rank
-    with worker_pods(network, {"b": env, "c": env}, tmp_path), Observer(network.hosts) as seen:
+    with worker_pods(network, {"b": env, "c": env}, tmp_path), Observer(network.hosts) as seen, \
+            contextlib.ExitStack() as attacks:
+        # a Gloo job's rendezvous (in host a) gets junk from a process in host c that lacks the job's secret
+        attack = attacks.enter_context(RendezvousAttack(seen, c, GLOO_KEY_JUNK)) if controller == "gloo" else None
         ran = mpi_launcher(template, attempt, tmp_path, workers=[b.name, c.name], on=a.command([]),
                            extra_env={**observed, "OMPI_MCA_plm_rsh_agent": str(agent), **canary})
     assert ran.returncode == 0, ran.output[-5000:]
+    if attack is not None:  # refused (403) for every PUT, GET, DELETE and HEAD, and the job finished as before
+        assert attack.error is None and attack.answers == ["403"] * len(GLOO_KEY_JUNK), (attack.error, attack.answers)
+        print(attack.outcome())  # the cluster's security row of reliability.md (scripts/reliability_cases.py)
     # the job's secret reached every rank, and neither it nor the launcher's environment is on any command line in
     # any host (horovodrun wrote the whole environment on each remote rank's ssh command before: issue 30)
     secrets = {s.env.get("FLYTE_HOROVOD_JOB_SECRET") for s in seen.seen.values()}
@@ -97,10 +106,16 @@ def test_elastic_launcher_in_host_a_runs_the_ranks_in_hosts_b_and_c(network, reg
     attempt.write_inputs(template, {"marker_dir": str(markers)})
     env = pod_env(template, attempt, {})
 
-    with worker_pods(network, {"b": env, "c": env}, tmp_path):
+    # the rendezvous in host a gets junk, and a request for a worker's rank, from a process in host c without the
+    # job's secret
+    junk = GLOO_KEY_JUNK + [("GET", f"/rank_and_size/{b.name}:0", ""), ("GET", f"/worker_addresses/{b.name}:0", "")]
+    with worker_pods(network, {"b": env, "c": env}, tmp_path), Observer(network.hosts) as seen, \
+            RendezvousAttack(seen, c, junk) as attack:
         ran = mpi_launcher(template, attempt, tmp_path, workers=[b.name, c.name], on=a.command([]),
                            mounts={args[args.index("--host-discovery-script") + 1]: str(discover)})
     assert ran.returncode == 0, ran.output[-5000:]
+    assert attack.error is None and attack.answers == ["403"] * len(junk), (attack.error, attack.answers)
+    print(attack.outcome())
     # what crossed the network, from what each rank saw (an Observer sampling from outside missed this short job
     # once under load): the ranks in b and c, meeting at host a's bridge address, Gloo on the bridge's interface
     marks = rank_markers(markers)

@@ -8,6 +8,7 @@ piece, where a job would make the attack a race.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,6 +57,41 @@ def test_the_spark_slot_plan_is_taken_only_signed_with_the_job_secret():
         assert gloo.planned_hosts(server) == [LOOPBACK] * 2
     finally:
         server.stop()
+
+
+ONE_RANK_INIT = """
+import horovod.torch as hvd, torch
+hvd.init()
+print("allreduce", hvd.allreduce(torch.ones(3), op=hvd.Sum).tolist())
+"""
+
+
+@pytest.mark.parametrize("secret", ["the job's", "another", "none"])
+def test_a_rank_meets_the_gloo_rendezvous_only_with_the_job_secret(secret):
+    """Horovod's C++ store signs each request with the rank's ``FLYTE_HOROVOD_JOB_SECRET`` (patch 0014) and the
+    rendezvous serves only the job's signature: a rank with another secret, or none, is refused at its first request
+    with one error naming it, not after three retries of a 403."""
+    key = os.urandom(32)
+    plan = gloo.host_plan([LOOPBACK])[0]
+    server, port = gloo.start_rendezvous(False, plan, host=LOOPBACK, key=key)
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "FLYTE_HOROVOD_JOB_SECRET"}
+        env.update(gloo.rank_env(plan[0], LOOPBACK, port, gloo.loopback_interface()))
+        if secret != "none":
+            env["FLYTE_HOROVOD_JOB_SECRET"] = (key if secret == "the job's" else os.urandom(32)).hex()
+        ran = subprocess.run([sys.executable, "-c", ONE_RANK_INIT], env=env, capture_output=True, text=True,
+                             timeout=120)
+    finally:
+        server.stop()
+    output = ran.stdout + ran.stderr
+    if secret == "the job's":
+        assert ran.returncode == 0 and "allreduce [1.0, 1.0, 1.0]" in output, output[-3000:]
+        return
+    assert ran.returncode != 0, output[-3000:]
+    reason = "has no" if secret == "none" else "signs with a different"
+    assert re.search(rf"the rendezvous server refused PUT /\S+ \(403\): this process {reason} "
+                     r"FLYTE_HOROVOD_JOB_SECRET than the job's launcher", output), output[-3000:]
+    assert "HTTP response not OK" not in output, output[-3000:]
 
 
 def test_horovodruns_rank_commands_name_no_environment_but_read_it_from_a_0600_file():

@@ -4,7 +4,8 @@ starts as that user) or a process of the job's own user that was not given the s
 Each attack (``ATTACKS``) runs a real job on this host, attacks it while its ranks run and returns what happened, or
 raises ``Harm`` (``job_watch``: the job seen from outside): code ran, the job failed, a key or a secret leaked, a listener reached beyond loopback.
 ``python tests/support/attacks.py NAME`` prints the outcome (the security rows of scripts/reliability.py);
-``python tests/support/attacks.py requests JSON`` is the attacker that runs as ``nobody``.
+``python tests/support/attacks.py requests JSON`` is the attacker that runs as ``nobody`` (and, in another network
+namespace, the multi-host tests' attacker).
 
 Only the standard library at the top: ``nobody`` runs this file as a script, and ranks import its job bodies.
 """
@@ -42,10 +43,10 @@ class OpenOnUnpickle:
         return open, (self.path, "w")
 
 
-def http_request(port: int, method: str, path: str, body: str = "") -> str:
-    """One request to 127.0.0.1:``port``; its status, or "dropped" where the server closed it unanswered."""
+def http_request(port: int, method: str, path: str, body: str = "", address: str = "127.0.0.1") -> str:
+    """One request to ``address``:``port``; its status, or "dropped" where the server closed it unanswered."""
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn = http.client.HTTPConnection(address, port, timeout=5)
         conn.request(method, path, body=body.encode())
         answer = conn.getresponse()
         return f"{answer.status} {answer.read()[:60]!r}" if answer.status == 200 and method == "GET" else str(answer.status)
@@ -107,7 +108,8 @@ def attack_elastic() -> str:
         time.sleep(4)  # the workers registered their addresses by now
         keys = [("GET", f"/worker_addresses/{host}:0", ""), ("GET", f"/worker_addresses/{host}:1", "")]
         put = [("PUT", f"/worker_addresses/{host}:0", pickle_body(marker))]
-        same_user = [http_request(port, *r) for r in put + keys]
+        rank_and_size = [("GET", f"/rank_and_size/{host}:0", "")]
+        same_user = [http_request(port, *r) for r in put + keys + GLOO_KEY_JUNK + rank_and_size]
         watch.expect(same_user, ("403",), "without the secret, the elastic rendezvous answered")
         other_user = as_nobody(port, put + keys + [("GET", f"/rank_and_size/{host}:0", "")])
         watch.expect(other_user, ("dropped",), "as nobody, the elastic rendezvous answered")
@@ -127,6 +129,12 @@ def attack_elastic() -> str:
         return watch.while_running(job, attack)
 
 
+# What an attacker without the secret sends Gloo's rendezvous: a rank's address overwritten, read, its key deleted,
+# and the server's own files asked for (SimpleHTTPRequestHandler's HEAD)
+GLOO_KEY_JUNK: List[Request] = [("PUT", "/global/0", "junk"), ("PUT", "/global/1", "junk"), ("GET", "/global/0", ""),
+                                ("DELETE", "/global/0", ""), ("HEAD", "/", "")]
+
+
 def attack_gloo() -> str:
     """Local Gloo ranks; their key-value store gets junk from another user (it aborted hvd.init before)."""
     from flytekitplugins.horovod import Horovod
@@ -136,11 +144,12 @@ def attack_gloo() -> str:
 
     def attack() -> str:
         port = int(watch.rank_environ()["HOROVOD_GLOO_RENDEZVOUS_PORT"])
-        junk = [("PUT", "/global/0", "junk"), ("PUT", "/global/1", "junk"), ("GET", "/global/0", ""),
-                ("DELETE", "/global/0", "")]
-        other_user = as_nobody(port, junk)
+        same_user = [http_request(port, *r) for r in GLOO_KEY_JUNK]
+        watch.expect(same_user, ("403",), "without the secret, the Gloo key-value store answered")
+        other_user = as_nobody(port, GLOO_KEY_JUNK)
         watch.expect(other_user, ("dropped",), "as nobody, the Gloo key-value store answered")
-        return f"as nobody: {'/'.join(other_user)}; {watch.no_secret_in_argv(canary)}"
+        return (f"without the secret: {'/'.join(same_user)}; as nobody: {'/'.join(other_user)}; "
+                f"{watch.no_secret_in_argv(canary)}")
 
     return watch.while_running(lambda: run_local(sleeping_body, {"seconds": RUN_S / 2}, num_proc=2,
                                            settings=Horovod(framework="pytorch")), attack)
@@ -203,12 +212,13 @@ def attack_spark() -> str:
     def attack() -> str:
         port = int(watch.rank_environ()["HOROVOD_GLOO_RENDEZVOUS_PORT"])
         plan = [("PUT", "/flytekitplugins_horovod_plan/hosts", json.dumps(["10.9.9.9", "10.9.9.9"]))]
-        same_user = [http_request(port, *r) for r in plan]
-        watch.expect(same_user, ("403",), "without the secret, the slot plan was answered")
+        same_user = [http_request(port, *r) for r in plan + GLOO_KEY_JUNK]
+        watch.expect(same_user, ("403",), "without the secret, the Spark rendezvous answered")
         other_user = as_nobody(port, plan + [("PUT", "/global/0", "junk")])
         watch.expect(other_user, ("dropped",), "as nobody, the Spark rendezvous answered")
         checks = watch.no_secret_in_argv(canary)
-        return f"plan without the secret: {same_user[0]}; as nobody: {'/'.join(other_user)}; {checks}"
+        return (f"plan and Gloo keys without the secret: {'/'.join(same_user)}; as nobody: {'/'.join(other_user)}; "
+                f"{checks}")
 
     return watch.while_running(lambda: HorovodRunner(np=2, settings=Horovod(framework="pytorch")).run(
         sleeping_body, seconds=RUN_S / 2), attack)
@@ -284,8 +294,8 @@ ATTACKS: Dict[str, Callable[[], str]] = {"elastic": attack_elastic, "gloo": atta
 def main(argv: Optional[List[str]] = None) -> None:
     args = argv or sys.argv[1:]
     if args[0] == "requests":  # the attacker, as nobody
-        port, requests = json.loads(args[1])
-        print(json.dumps([http_request(port, *r) for r in requests]))
+        port, requests, *address = json.loads(args[1])
+        print(json.dumps([http_request(port, *r, *address) for r in requests]))
         return
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     try:

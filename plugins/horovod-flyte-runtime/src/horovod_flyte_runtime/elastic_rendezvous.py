@@ -10,8 +10,8 @@ key it served, in a rank. Here:
 - each elastic rank signs that PUT (``sign_worker_addresses``).
 
 The rest of the rendezvous (the Gloo key-value scopes and ``rank_and_size``) is what Horovod's C++ core reads and
-writes, unsigned; it holds no pickle, and it is reachable from loopback only in a local run (``loopback``) and from
-the job's pods only on a cluster (the NetworkPolicy in docs/security.md).
+writes; it holds no pickle. ``horovodrun`` serves every request, these included, only signed with the job secret
+(``job_secret.signed_rendezvous_server``; the C++ store signs with patch 0014).
 
 No flytekit import: ranks use this module.
 """

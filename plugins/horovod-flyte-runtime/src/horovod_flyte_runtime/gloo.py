@@ -72,15 +72,18 @@ def start_rendezvous(verbose: bool, plan: Optional[list] = None, host: str = "",
     With a ``plan`` it is initialised at once; without, the first PUT of every task's host (JSON list) to
     ``/PLAN_SCOPE/hosts``, signed with the job secret ``key`` (``job_secret.signed_put``), initialises it, once:
     later PUTs (tasks that start late) must not re-initialise it, since ``init`` clears the keys the started ranks
-    have written. An unsigned plan is refused (403), so no one else can put a plan there first.
+    have written. An unsigned plan is refused (403), so no one else can put a plan there first; so is every unsigned
+    request for the ranks' Gloo keys, where Horovod signs them (``job_secret.signed_requests_only``).
     """
     from horovod.runner.http.http_server import RendezvousHTTPServer, RendezvousServer
     from horovod.runner.util.threads import in_thread
 
+    from .job_secret import signed_requests_only
     from .loopback import find_port_on
 
     server = RendezvousServer(verbose=1 if verbose else 0)  # RendezvousServer.start, on ``host``
-    server._httpd, _ = find_port_on(host)(lambda addr: RendezvousHTTPServer(addr, _plan_handler_class(), server._verbose))
+    handler = signed_requests_only(_plan_handler_class(), key)
+    server._httpd, _ = find_port_on(host)(lambda addr: RendezvousHTTPServer(addr, handler, server._verbose))
     server._httpd.job_secret = key
     server._listen_thread = in_thread(target=server._httpd.serve_forever)
     if plan is not None:

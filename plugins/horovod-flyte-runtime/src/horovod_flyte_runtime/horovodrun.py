@@ -1,6 +1,6 @@
 """``horovodrun`` with the job's secret: ``python -m horovod_flyte_runtime.horovodrun ARGS`` is Horovod's
 ``horovodrun ARGS`` (the local elastic launcher runs it, and ``cluster_launcher`` runs it for a cluster's
-``horovodrun``), changed in three ways:
+``horovodrun``), changed in four ways:
 
 - its elastic rendezvous takes worker addresses only when signed with the job's secret and never serves them
   (``elastic_rendezvous``); the secret is made here unless the environment brings one;
@@ -8,6 +8,8 @@
   with every exportable variable (readable by any user in ``/proc/<pid>/cmdline``); here the command names only
   Horovod's own slot and rendezvous variables, and the rank's shell reads the rest from a 0600 file (a remote rank's,
   from ssh's standard input);
+- its rendezvous serves only requests signed with the job's secret (``job_secret.signed_rendezvous_server``): the
+  Gloo keys and ``rank_and_size`` that each rank's C++ store signs, and the elastic workers' addresses;
 - in a local run (``loopback``) Horovod's servers bind 127.0.0.1.
 """
 
@@ -20,7 +22,7 @@ import tempfile
 from typing import Callable, Dict, Iterator
 
 from .elastic_rendezvous import authenticated_handler
-from .job_secret import with_job_secret
+from .job_secret import job_secret, signed_rendezvous_server, with_job_secret
 from .loopback import bind_horovod_to_loopback
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # what a shell can export
@@ -77,6 +79,7 @@ def main() -> None:
     os.environ.update(with_job_secret(os.environ))
     bind_horovod_to_loopback()
     gloo_run.create_rendezvous_handler = authenticated_handler(gloo_run.create_rendezvous_handler)
+    gloo_run.RendezvousServer = signed_rendezvous_server(job_secret())
     remote = gloo_run.get_remote_command
     with contextlib.ExitStack() as files:
         def slot_info_to_command_fn(run_command: str, env: Dict[str, str]) -> Callable:

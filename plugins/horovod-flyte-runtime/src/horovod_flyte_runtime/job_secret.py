@@ -6,9 +6,16 @@ other over a socket (a liveness hello, the Spark slot plan, an elastic worker's 
 message under it, with Horovod's own ``secret`` functions; a message without a valid one is refused before it is
 parsed.
 
+Horovod's Gloo rendezvous (the key-value store its C++ core reads and writes) is signed the same way where Horovod is
+built with the runtime's patch 0014: each rank's HTTP store signs its requests with the secret in its environment,
+and the servers the runtime starts serve only signed ones (``signed_requests_only``).
+
 No flytekit import: ranks and Spark tasks use this module.
 """
 
+import functools
+import io
+import logging
 import os
 from typing import Dict, Mapping, Optional
 
@@ -75,7 +82,7 @@ def read_signed_body(handler, key: Optional[bytes]) -> Optional[bytes]:
     """The body of the request a Horovod HTTP ``handler`` serves, if signed with the job secret ``key``; else None,
     the request answered (400: no readable length or too long, 403: not signed by the job)."""
     try:
-        length = int(handler.headers.get("Content-Length", ""))
+        length = int(handler.headers.get("Content-Length", "0"))
     except ValueError:
         length = -1
     if not 0 <= length <= MAX_BODY:
@@ -86,3 +93,59 @@ def read_signed_body(handler, key: Optional[bytes]) -> Optional[bytes]:
         handler.send_status_code(403)
         return None
     return body
+
+
+@functools.lru_cache(maxsize=None)
+def horovod_signs_rendezvous() -> bool:
+    """Whether this Horovod build's Gloo HTTP store signs its requests with the job secret (patches/0014)."""
+    from horovod.runner.common.util import secret
+
+    return getattr(secret, "RENDEZVOUS_DIGEST_HEADER", None) == DIGEST_HEADER
+
+
+def signed_requests_only(handler_class: type, key: Optional[bytes]) -> type:
+    """Horovod's rendezvous ``handler_class`` serving only GET, PUT and DELETE requests signed with the job secret
+    ``key`` (403 otherwise, before the request is served); ``handler_class`` itself, said in one warning line, where
+    this Horovod build cannot sign (``horovod_signs_rendezvous``)."""
+    if not horovod_signs_rendezvous():
+        logging.getLogger("flytekitplugins.horovod").warning(
+            "this Horovod build does not sign its Gloo rendezvous requests, so the rendezvous serves unsigned ones: "
+            "build Horovod with the runtime's patches (python -m horovod_flyte_runtime.build)")
+        return handler_class
+
+    class SignedRequestsOnly(handler_class):
+        def _serve_signed(self, serve) -> None:
+            body = read_signed_body(self, key)
+            if body is None:
+                return
+            unread, self.rfile = self.rfile, io.BytesIO(body)  # what the handler reads: the body checked
+            try:
+                serve()
+            finally:
+                self.rfile = unread
+
+        def do_GET(self):
+            self._serve_signed(super().do_GET)
+
+        def do_PUT(self):
+            self._serve_signed(super().do_PUT)
+
+        def do_DELETE(self):
+            self._serve_signed(super().do_DELETE)
+
+        def do_HEAD(self):  # SimpleHTTPRequestHandler's: the files of the server's working folder
+            self.send_status_code(403)
+
+    return SignedRequestsOnly
+
+
+def signed_rendezvous_server(key: Optional[bytes]) -> type:
+    """Horovod's ``RendezvousServer`` whose handler (``start``'s, or Horovod's default) serves only requests signed
+    with the job secret ``key`` (``signed_requests_only``)."""
+    from horovod.runner.http.http_server import RendezvousHandler, RendezvousServer
+
+    class SignedRendezvousServer(RendezvousServer):
+        def start(self, handler_cls=RendezvousHandler):
+            return super().start(signed_requests_only(handler_cls, key))
+
+    return SignedRendezvousServer

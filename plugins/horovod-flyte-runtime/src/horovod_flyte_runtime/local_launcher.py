@@ -21,7 +21,7 @@ from .classify import DIED, mpirun_failed_rank
 from .errors import InterruptedByUser, exit_quickly
 from .failures import HOST_ENV, RankFailures, this_host
 from .flyte_context import FlyteRankContext
-from .job_secret import with_job_secret
+from .job_secret import job_secret, with_job_secret
 from .launcher_exit import LauncherExitWatch
 from .loopback import LOOPBACK, LOOPBACK_ENV
 from .noise import quiet_env
@@ -101,7 +101,7 @@ def run_local(
         else:
             exited = LauncherExitWatch(job_dir, "the rank processes", num_proc)
             plan = gloo.host_plan([LOOPBACK] * num_proc)[0]
-            rendezvous, port = gloo.start_rendezvous(settings.verbose, plan, host=LOOPBACK)
+            rendezvous, port = gloo.start_rendezvous(settings.verbose, plan, host=LOOPBACK, key=job_secret(env))
             iface = gloo.loopback_interface()
             for slot in plan:
                 rank_env = {**env, **gloo.rank_env(slot, LOOPBACK, port, iface), PARENT_PID_ENV: str(os.getpid())}

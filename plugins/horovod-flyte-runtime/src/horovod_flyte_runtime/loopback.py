@@ -3,7 +3,7 @@ every listener of the job's processes bind 127.0.0.1, Horovod's own services inc
 
 Loopback is still open to the host's other users; so those servers also serve only connections whose other end
 belongs to this process's user (``from_this_user``: the kernel's socket table says who owns the client's socket).
-That covers what Horovod's C++ core sends unsigned: the Gloo key-value store and the elastic ``rank_and_size``.
+That covers another user's junk before any signature is read (``job_secret.signed_requests_only`` refuses the rest).
 
 No flytekit import: ranks and Spark tasks use this module.
 """
