@@ -61,17 +61,26 @@ SETTING_CASES = [
 ATTACKS = ROOT / "tests" / "support" / "attacks.py"  # attacks on running jobs, by whoever lacks the job's secret
 SECURITY_CASES = [
     ("elastic", "another local user, and a process without the job's secret, PUT a pickle to a local elastic job's "
-     "rendezvous (it ran as root before) and GET the workers' keys (served before)"),
-    ("gloo", "another local user PUTs junk to local Gloo ranks' key-value store (`/global/0`: it aborted `hvd.init` "
-     "before), GETs and DELETEs keys"),
+     "rendezvous (it ran as root before), GET the workers' keys (served before), PUT, GET, DELETE Gloo keys and "
+     "`rank_and_size`"),
+    ("gloo", "another local user, and a process without the job's secret, PUT junk to local Gloo ranks' key-value "
+     "store (`/global/0`: it aborted `hvd.init` before), GET and DELETE keys, ask `HEAD /`"),
     ("liveness", "junk (it stopped the check before), a fake rank's hello (reported lost: `RankLostError` before), a "
      "forged proof and 20 silent connections sent to rank 0's liveness port"),
     ("mpirun", "a line of junk (`1 attacker-box`), kept open, to every port a local `mpirun` job listens on, from each "
      "of this host's addresses (two such connections hung the job before), and whether a canary variable or the "
      "job's secret is on a command line"),
-    ("spark", "a bogus Spark slot plan PUT without the job's secret (the first plan won before), and another local "
-     "user's plan and junk, on a local Spark session's ranks"),
+    ("spark", "a bogus Spark slot plan PUT without the job's secret (the first plan won before), Gloo keys PUT, GET "
+     "and DELETEd without it, and another local user's plan and junk, on a local Spark session's ranks"),
 ]
+# the registered horovodrun --gloo and elastic launcher commands in host a, ranks in hosts b and c (network
+# namespaces, as tests/multihost runs them), a process in host c without the job's secret at the rendezvous
+CLUSTER_ATTACK = ("security/cluster", "a process in another host without the job's secret PUTs, GETs, DELETEs Gloo "
+                  "keys (and `rank_and_size`, a worker's addresses) and asks `HEAD /` of the rendezvous of a cluster's "
+                  "`horovodrun --gloo` and elastic launcher commands while they run (any pod could before); the first "
+                  "of the two jobs' lines",
+                  [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+                   "tests/multihost/test_mpi_route.py", "-k", "gloo_2x1 or elastic_2x1"])
 FAULTY_RANK = ROOT / "tests" / "support" / "faulty_rank.py"  # the tests' fault program, with the timeout of 10 s
 RANK_CASES = [
     (route, how, expect)
@@ -194,6 +203,7 @@ def cases(work: Path) -> List[Case]:
     for name, what in SECURITY_CASES:
         found.append(Case(f"security/{name}", what, [sys.executable, str(ATTACKS), name], r"^(no harm|HARM): ",
                           succeeds=True))
+    found.append(Case(*CLUSTER_ATTACK, r"^(no harm|HARM): ", succeeds=True))
     for name, what, command, expect, *signal_after in RUN_CASES:
         found.append(Case(name, what, command, expect, signal_after=signal_after[0] if signal_after else None))
     return found
