@@ -115,7 +115,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-pinned() { grep -iE "^${1//[-_]/[-_]}==" "$CONSTRAINTS" | cut -d= -f3; }  # tf-keras is frozen as tf_keras
+pinned() { grep -iE "^${1//[-_]/[-_]}==" "$CONSTRAINTS" | cut -d= -f3 || true; }  # tf-keras is frozen as tf_keras; none: empty
 "${PIP[@]}" install -c "$CONSTRAINTS" pip setuptools wheel uv
 # The packages through uv, the installer of flytekit's image builder (ImageSpec): the same pins as pip resolves, about
 # 1 minute instead of pip's 4.5 on 2 cores, and its cache (~/.cache/uv) is what tests/packaging's image-spec test
