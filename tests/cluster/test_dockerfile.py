@@ -130,7 +130,7 @@ def test_python_packages_come_only_from_setup_sh_with_constraints():
     assert "CONSTRAINTS=${CONSTRAINTS:-$ROOT/constraints.txt}" in SETUP_SH
 
 
-def test_tf_package_build_argument_selects_a_pinned_wheel():
+def test_tf_package_build_argument_selects_a_pinned_wheel(tmp_path):
     assert arg_default("TF_PACKAGE") == ""  # setup.sh takes the distribution the constraints pin
     pinned = pins()
     # tf-keras (Horovod's Keras API needs Keras 2) requires `tensorflow` itself: tensorflow-cpu beside it would be a
@@ -140,7 +140,15 @@ def test_tf_package_build_argument_selects_a_pinned_wheel():
     assert 'TF_PACKAGE=${TF_PACKAGE:-$(grep -qE \'^tensorflow-cpu==\' "$CONSTRAINTS" && echo tensorflow-cpu || echo tensorflow)}' \
         in SETUP_SH
     assert 'tf_version=$(pinned "$TF_PACKAGE")' in SETUP_SH and "torch_version=$(pinned torch)" in SETUP_SH
-    assert 'pinned() { grep -iE "^${1//[-_]/[-_]}==" "$CONSTRAINTS" | cut -d= -f3; }' in SETUP_SH
+    line = next(line for line in SETUP_SH.splitlines() if line.startswith("pinned() {"))
+    # set -euo pipefail, as setup.sh runs: a pin is found, and one the file lacks (the legacy leg has no tf-keras)
+    # is empty instead of ending the set-up without a word
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("tensorflow-cpu==2.15.1\ntorch==2.13.0\n")
+    probe = (f"set -euo pipefail; CONSTRAINTS={shlex.quote(str(constraints))}; {line}\n"
+             'tf=$(pinned tensorflow_cpu); keras=$(pinned tf-keras); torch=$(pinned torch); echo "[$tf] [$keras] [$torch]"')
+    ran = subprocess.run(["bash", "-c", probe], capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout == "[2.15.1] [] [2.13.0]\n", (ran.returncode, ran.stdout, ran.stderr)
 
 
 def test_cpu_and_gpu_variants_build_horovod_for_both_frameworks_the_gpu_one_with_nccl():
