@@ -13,7 +13,7 @@ from horovod.runner.common.util.secret import make_secret_key
 
 from horovod_flyte_runtime import gloo
 from horovod_flyte_runtime.failures import this_host
-from horovod_flyte_runtime.job_secret import SECRET_ENV, signed_put
+from horovod_flyte_runtime.job_secret import DIGEST_HEADER, SECRET_ENV, request_message, sign, signed_put
 from horovod_flyte_runtime.processes import PARENT_PID_ENV, Processes
 from horovod_flyte_runtime.rank import RESULT_FD, STDIN, RankJob, rank_command
 from horovod_flyte_runtime.settings import Horovod
@@ -23,15 +23,22 @@ from tests.conftest import ROOT, _leftovers, run_command
 pytestmark = pytest.mark.serial
 
 
-def _put(port: int, path: str, body: bytes) -> int:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/{path}", data=body, method="PUT")
+def _signed(method: str, path: str, body: bytes, key: bytes) -> dict:
+    """The header a rank's C++ store sends with a request (patch 0014), signed with the job secret ``key``."""
+    return {DIGEST_HEADER: sign(key, request_message(method, f"/{path}", body))}
+
+
+def _put(port: int, path: str, body: bytes, key: bytes) -> int:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/{path}", data=body, method="PUT",
+                                     headers=_signed("PUT", path, body, key))
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.status
 
 
-def _get(port: int, path: str):
+def _get(port: int, path: str, key: bytes):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/{path}", headers=_signed("GET", path, b"", key))
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/{path}", timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, b""
@@ -45,9 +52,9 @@ def test_a_late_task_does_not_wipe_the_keys_of_started_ranks():
     try:
         hosts = json.dumps(["10.0.0.1", "10.0.0.2"]).encode()
         signed_put("127.0.0.1", port, f"/{gloo.PLAN_SCOPE}/hosts", hosts, key)  # raises unless answered 200
-        assert _put(port, "global/rank_0", b"address of rank 0") == 200
+        assert _put(port, "global/rank_0", b"address of rank 0", key) == 200
         signed_put("127.0.0.1", port, f"/{gloo.PLAN_SCOPE}/hosts", hosts, key)  # the late task
-        assert _get(port, "global/rank_0") == (200, b"address of rank 0")
+        assert _get(port, "global/rank_0", key) == (200, b"address of rank 0")
         assert gloo.planned_hosts(server) == ["10.0.0.1", "10.0.0.2"]
     finally:
         server.stop()
