@@ -3,7 +3,14 @@ a fixed number of steps, the same model, data, batches, optimizer and learning-r
 
 * ``horovod``: ``horovod.torch.DistributedOptimizer`` (launched by ``horovodrun`` or as an ``MPIJob`` task's body);
 * ``ddp``: ``torch.nn.parallel.DistributedDataParallel`` over the Gloo backend (launched by ``torchrun``);
-* ``single``: one process, the global batch of both ranks, every core.
+* ``single``: one process, the global batch of both ranks, every core;
+* where a step's time goes (bench/step_exchange.py): ``apart`` (2 ranks launched by ``torchrun``, each training on its
+  part with no exchange at all: the compute of a step with the other rank beside it), ``gloo allreduce`` (under
+  ``torchrun``: the gradients flattened into one buffer after ``backward``, one ``torch.distributed.all_reduce``, no
+  DDP), ``horovod allreduce`` (under ``horovodrun``: the same buffer in one ``hvd.allreduce_``, no
+  ``DistributedOptimizer`` and so none of its hooks) and ``horovod grouped allreduce`` (every gradient, not
+  flattened, in one ``hvd.grouped_allreduce_`` after ``backward``: what ``DistributedOptimizer(groups=1)`` sends,
+  without its hooks).
 
 Global step ``s`` draws one global batch of ``batch x RANKS`` rows (the same rows for every contestant); rank ``r``
 trains on its ``r``-th part, the single process on all of it, so all three compute the same gradients up to float
@@ -20,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Sequence
 
+MODES = ["horovod", "ddp", "single", "apart", "gloo allreduce", "horovod allreduce", "horovod grouped allreduce"]
 RANKS = 2  # the global batch is always RANKS parts, so a one-process run sees the same rows
 
 
@@ -34,7 +42,7 @@ def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: in
     from rossmann.torch_model import EPSILON, build_torch_model, torch_inputs
 
     torch.set_num_threads(threads)
-    rank, size, average = _start(mode)
+    rank, size, average, exchange = _start(mode)
     metadata = load_metadata(prepared)
     label = metadata["label_col"]
     frame = read_split(Path(prepared) / "train", feature_cols(metadata) + [label])
@@ -65,11 +73,16 @@ def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: in
         optimizer.zero_grad()
         loss = (net(categorical[rows], continuous[rows]) - target[rows]).abs().mean() + model.l2_penalty()
         loss.backward()
+        if mode == "horovod grouped allreduce":
+            exchange([p.grad for p in model.parameters() if p.grad is not None])
+        elif exchange:
+            _exchange_gradients(model, exchange)
         optimizer.step()
         losses.append(float(loss.detach()))
     seconds = time.perf_counter() - started
     final = average(sum(losses[-20:]) / 20)
-    if mode == "ddp":  # Gloo's threads stopped before exit: left to the interpreter's exit, they abort the process
+    if mode in ("ddp", "apart", "gloo allreduce"):  # Gloo's threads stopped before exit: left to the interpreter's
+        # exit, they abort the process
         torch.distributed.destroy_process_group()  # ("terminate called without an active exception", 1 run in 5)
     return {"mode": mode, "rank": rank, "ranks": size, "threads": threads, "groups": groups,
             "samples_per_s": steps * batch * RANKS / seconds,
@@ -82,34 +95,55 @@ def _global_batch(step: int, rows: int, count: int):
     return np.random.default_rng(step).integers(0, rows, count)
 
 
+def _exchange_gradients(model, exchange) -> None:
+    """Every gradient averaged over the ranks in one collective on one flat buffer (what ``apart`` leaves out)."""
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = _flatten_dense_tensors(grads)
+    exchange(flat)
+    for grad, averaged in zip(grads, _unflatten_dense_tensors(flat, grads)):
+        grad.copy_(averaged)
+
+
 def _start(mode: str):
-    """(rank, size, a function averaging a float over the ranks) of this process."""
+    """(rank, size, a function averaging a float over the ranks, and the in-place averaging of a flat gradient
+    buffer that the mode does by hand or None) of this process."""
     import torch
 
-    if mode == "horovod":
+    if mode.startswith("horovod"):
         import horovod.torch as hvd
 
         if not hvd.is_initialized():  # an MPIJob task's rank has initialised it already
             hvd.init()
-        return hvd.rank(), hvd.size(), lambda value: float(hvd.allreduce(torch.tensor(value), name="final_loss"))
-    if mode == "ddp":
+        exchange = {"horovod allreduce": lambda flat: hvd.allreduce_(flat, op=hvd.Average, name="flat_gradients"),
+                    "horovod grouped allreduce": lambda grads: hvd.grouped_allreduce_(grads, op=hvd.Average,
+                                                                                     name="gradients")}.get(mode)
+        return hvd.rank(), hvd.size(), lambda value: float(hvd.allreduce(torch.tensor(value), name="final_loss")), \
+            exchange
+    if mode != "single":
         import torch.distributed as dist
 
         dist.init_process_group("gloo")
+        size = dist.get_world_size()
 
         def average(value: float) -> float:
             tensor = torch.tensor(value)
             dist.all_reduce(tensor)
-            return float(tensor) / dist.get_world_size()
+            return float(tensor) / size
 
-        return dist.get_rank(), dist.get_world_size(), average
-    return 0, 1, lambda value: value
+        def exchange(flat) -> None:
+            dist.all_reduce(flat)
+            flat.div_(size)
+
+        return dist.get_rank(), size, average, exchange if mode == "gloo allreduce" else None
+    return 0, 1, lambda value: value, None
 
 
 def main() -> None:
     from bench._body_cli import run
 
-    run(__doc__.split("\n\n")[0], ["horovod", "ddp", "single"], train)
+    run(__doc__.split("\n\n")[0], MODES, train)
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a torchrun (DDP) rank, its result printed and its process group
         # destroyed: torch 2.15's Gloo threads still abort the interpreter's teardown now and then ("terminate called
         # without an active exception", SIGABRT, after destroy_process_group: the 4th of 4 DDP runs of one bench run

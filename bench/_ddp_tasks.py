@@ -10,6 +10,7 @@ from flytekitplugins.horovod import MPIJob, Worker
 
 
 @task(task_config=MPIJob(worker=Worker(replicas=2)))
-def horovod_body(prepared: str, hidden: str, steps: int, warmup: int) -> str:
-    result = train("horovod", prepared, [int(h) for h in hidden.split(",")], 512, steps, warmup, threads=1)
+def horovod_body(prepared: str, hidden: str, steps: int, warmup: int, groups: int = 0) -> str:
+    result = train("horovod", prepared, [int(h) for h in hidden.split(",")], 512, steps, warmup, threads=1,
+                   groups=groups)
     return "RESULT " + json.dumps(result)

@@ -5,7 +5,8 @@ argument of ``hvd.DistributedOptimizer``:
 
 * ``default``: Horovod 0.28.1's defaults (a background cycle of 1 ms, 128 MB fusion buffer, response cache on);
 * ``groups=1``: the gradients as one grouped allreduce once the last is ready (DDP's one bucket, for a model
-  this size);
+  this size); ``groups=2`` and ``groups=4``: in 2 or 4 groups, the later layers' (which backward makes first) sent
+  while backward still makes the earlier ones', as DDP's first small bucket is;
 * ``groups=1 + cycle 5 ms`` and ``+ cycle 0.5 ms``: both, fewer idle negotiations between steps or less wait
   for the next cycle after the last gradient;
 * ``cycle 5 ms`` and ``cycle 0.2 ms``: ``HOROVOD_CYCLE_TIME``, how often the background thread negotiates and fuses;
@@ -32,6 +33,8 @@ from bench.vs_ddp import MODELS, STEPS, commands, contestant_runs, prepared, res
 VARIANTS: Dict[str, Tuple[Dict[str, str], List[str]]] = {  # name: (environment, body arguments)
     "default": ({}, []),
     "groups=1": ({}, ["--groups", "1"]),
+    "groups=2": ({}, ["--groups", "2"]),
+    "groups=4": ({}, ["--groups", "4"]),
     "groups=1 + cycle 5 ms": ({"HOROVOD_CYCLE_TIME": "5"}, ["--groups", "1"]),
     "groups=1 + cycle 0.5 ms": ({"HOROVOD_CYCLE_TIME": "0.5"}, ["--groups", "1"]),
     "groups=1 + cycle 2 ms": ({"HOROVOD_CYCLE_TIME": "2"}, ["--groups", "1"]),

@@ -1,7 +1,8 @@
 """Horovod against what users pick instead, PyTorch: the same model, rows, batches, optimizer, rate scaling and steps
 (bench/_ddp_body.py), 2 ranks x 1 thread, side by side, round-robin:
 
-* ``horovod gloo``: ``horovodrun --gloo`` running ``horovod.torch.DistributedOptimizer``;
+* ``horovod gloo``: ``horovodrun --gloo`` running ``horovod.torch.DistributedOptimizer`` with ``groups=1``, as the
+  project's recipe builds it (``rossmann.torch_train``; ``--groups 0`` for Horovod's one allreduce per gradient);
 * ``horovod mpirun``: ``horovodrun --mpi`` (``mpirun``), the same body;
 * ``MPIJob task``: the same body as an ``MPIJob`` task's, under ``pyflyte run`` with the plugin's defaults;
 * ``DDP``: ``torchrun --standalone`` running ``DistributedDataParallel`` over Gloo;
@@ -40,15 +41,18 @@ def prepared(quick: bool) -> Path:
     return path
 
 
-def commands(data: Path, hidden: str, steps: int, warmup: int) -> Dict[str, List[str]]:
+def commands(data: Path, hidden: str, steps: int, warmup: int, groups: int = 0) -> Dict[str, List[str]]:
+    """Each contestant's command; the Horovod ones with ``DistributedOptimizer(groups=groups)`` (0: Horovod's
+    default, one allreduce per gradient)."""
     body = ["-m", "bench._ddp_body", "--prepared", str(data), "--hidden", hidden, "--steps", str(steps),
             "--warmup", str(warmup)]
+    grouped = ["--groups", str(groups)] if groups else []
     horovodrun = [str(VENV_BIN / "horovodrun"), "-np", "2", "-H", "localhost:2"]
     return {
-        "horovod gloo": [*horovodrun, "--gloo", PYTHON, *body, "--mode", "horovod"],
-        "horovod mpirun": [*horovodrun, "--mpi", PYTHON, *body, "--mode", "horovod"],
+        "horovod gloo": [*horovodrun, "--gloo", PYTHON, *body, "--mode", "horovod", *grouped],
+        "horovod mpirun": [*horovodrun, "--mpi", PYTHON, *body, "--mode", "horovod", *grouped],
         "MPIJob task": [str(VENV_BIN / "pyflyte"), "run", TASKS, "horovod_body", "--prepared", str(data),
-                        "--hidden", hidden, "--steps", str(steps), "--warmup", str(warmup)],
+                        "--hidden", hidden, "--steps", str(steps), "--warmup", str(warmup), *grouped],
         "DDP": [str(VENV_BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", *body, "--mode", "ddp"],
         "one process": [PYTHON, *body, "--mode", "single", "--threads", "2"],
     }
@@ -82,18 +86,22 @@ def main() -> None:
     p.add_argument("--steps", type=int, help="timed steps of every model (default: %s)" % STEPS)
     p.add_argument("--models", default=",".join(MODELS), help="which models, comma-separated (default: %(default)s)")
     p.add_argument("--contestants", help="which contestants, comma-separated (default: all; DDP is always run)")
+    p.add_argument("--groups", type=int, default=1,
+                   help="the Horovod contestants' DistributedOptimizer(groups=N) (default: %(default)s, the project's "
+                        "recipe; 0: Horovod's default, one allreduce per gradient)")
     args = p.parse_args()
     reps = args.reps or (1 if args.quick else 3)
     header("Horovod vs torch DDP vs one process (PyTorch)", args.quick)
     data = prepared(args.quick)
-    results: Dict[str, Dict] = {"machine": machine(), "reps": reps, "models": {}}
+    results: Dict[str, Dict] = {"machine": machine(), "reps": reps, "groups": args.groups, "models": {}}
     models = ["rossmann"] if args.quick else args.models.split(",")
     for model, hidden in ((name, MODELS[name]) for name in models):
         steps = 20 if args.quick else args.steps or STEPS[model]
 
         print(f"\n{model} model ({hidden}), {steps} steps after 10 warm-up steps, batch 512 per rank", flush=True)
         chosen = set(args.contestants.split(",")) | {"DDP"} if args.contestants else None
-        samples, runs = contestant_runs({name: command for name, command in commands(data, hidden, steps, 10).items()
+        samples, runs = contestant_runs({name: command for name, command
+                                         in commands(data, hidden, steps, 10, args.groups).items()
                                          if chosen is None or name in chosen}, reps)
         ddp = median(samples["DDP"])
         rows = [[name, f"{median(values):,.0f}", f"{median(values) / ddp:.2f}x",
@@ -107,7 +115,8 @@ def main() -> None:
             print(f"RATIO {model}: MPIJob task / horovod gloo samples per second = "
                   f"{median(samples['MPIJob task']) / median(samples['horovod gloo']):.2f}x")
         results["models"][model] = {"hidden": hidden, "steps": steps, "samples_per_s": samples, "runs": runs}
-    name = "vs_ddp" + ("-quick" if args.quick else "" if args.steps is None and args.contestants is None else "-custom")
+    default = args.steps is None and args.contestants is None and args.groups == 1
+    name = "vs_ddp" + ("-quick" if args.quick else "" if default else "-custom")
     print(f"results: {save(name, results)}")
 
 

@@ -12,9 +12,10 @@ FLOWS = "tests/plugin/flows/torch_flows.py"
 
 
 def _step(output: str):
-    match = re.search(r"Step\(total=([\d.]+), size=(\d+), weights_equal=(\w+), moved=(\w+)\)", output)
+    match = re.search(r"Step\(total=([\d.]+), size=(\d+), weights_equal=(\w+), moved=(\w+), "
+                      r"grouped_averages=(\w+)\)", output)
     assert match, output[-3000:]
-    return float(match[1]), int(match[2]), match[3] == "True", match[4] == "True"
+    return float(match[1]), int(match[2]), match[3] == "True", match[4] == "True", match[5] == "True"
 
 
 @pytest.mark.smoke
@@ -22,7 +23,9 @@ def _step(output: str):
 def test_two_pytorch_ranks_allreduce_and_take_a_distributed_optimizer_step(pyflyte_run, workflow):
     ran = pyflyte_run(FLOWS, workflow, env={"FLYTE_HOROVOD_VERBOSE": "1"})
     assert ran.returncode == 0, ran.output[-3000:]
-    assert _step(ran.output) == (1.0, 2, True, True)  # 0 + 1; one set of weights after the step, not the start's
+    # 0 + 1; one set of weights after the step, not the start's; DistributedOptimizer(groups=1) averages as the
+    # per-tensor default does (patch 0015's flat buffer)
+    assert _step(ran.output) == (1.0, 2, True, True, True)
     # rank 1 really ran: its line, tagged by the launcher (Gloo: [1], mpirun: [1,1])
     assert re.search(r"\[(1|1,1)\]<stdout>:rank 1 of 2: allreduce -> 1.0", ran.output), ran.output[-3000:]
     assert "framework pytorch" in ran.output  # rank 0's start line: the plugin initialised horovod.torch

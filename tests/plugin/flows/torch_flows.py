@@ -9,7 +9,41 @@ from flytekit import task, workflow
 
 from flytekitplugins.horovod import Horovod, HorovodJob, MPIJob, Worker
 
-Step = typing.NamedTuple("Step", [("total", float), ("size", int), ("weights_equal", bool), ("moved", bool)])
+Step = typing.NamedTuple("Step", [("total", float), ("size", int), ("weights_equal", bool), ("moved", bool),
+                                   ("grouped_averages", bool)])
+
+
+def _grouped_averages_as_per_tensor() -> bool:
+    """``DistributedOptimizer(groups=1)`` (one flat buffer in the plugin's build: patch 0015), also with fp16
+    compression, ends two steps with the gradients Horovod's per-tensor default averages, which are not this rank's
+    own."""
+    import horovod.torch as hvd
+    import torch
+
+    def gradients(prefix: str, distributed: bool = True, **kwargs):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Flatten(), torch.nn.Linear(6, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        if distributed:
+            named = [(f"{prefix}.{name}", p) for name, p in model.named_parameters()]
+            optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=named, **kwargs)
+        for step in range(2):  # the second step: the group's count and handles were reset by the first
+            optimizer.zero_grad()
+            model(torch.tensor([[hvd.rank(), step + 2]])).pow(2).sum().mul(hvd.rank() + 1).backward()
+            if distributed:
+                optimizer.synchronize()
+                with optimizer.skip_synchronize():
+                    optimizer.step()
+            else:
+                optimizer.step()
+        return [p.grad.clone() for p in model.parameters()]
+
+    per_tensor, grouped = gradients("per_tensor"), gradients("grouped", groups=1)
+    fp16 = gradients("grouped_fp16", groups=1, compression=hvd.Compression.fp16)
+    own = gradients("own", distributed=False)
+    return (all(torch.allclose(a, b) for a, b in zip(per_tensor, grouped))
+            and all(torch.allclose(a, b, rtol=1e-2, atol=1e-3) for a, b in zip(per_tensor, fp16))
+            and not all(torch.allclose(a, b) for a, b in zip(per_tensor, own)))
 
 
 def _allreduce_and_one_step() -> Step:
@@ -34,7 +68,7 @@ def _allreduce_and_one_step() -> Step:
     optimizer.step()
     weights = hvd.allgather(model.weight.detach())
     return Step(total, hvd.size(), bool(torch.allclose(weights[0], weights[1])),
-                not torch.allclose(model.weight.detach(), start))
+                not torch.allclose(model.weight.detach(), start), _grouped_averages_as_per_tensor())
 
 
 @task(task_config=MPIJob(worker=Worker(replicas=2), horovod=Horovod(framework="pytorch")))
