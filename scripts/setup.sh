@@ -103,6 +103,7 @@ key=$(cat "$ROOT/pyproject.toml" "$RUNTIME/pyproject.toml" "$PLUGIN/pyproject.to
 key="$key-$TF_PACKAGE-gpu$GPU-mpi$WITH_MPI-$EXTRAS"
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.setup-key" 2>/dev/null)" = "$key" ]; then
     say "environment in $VENV is up to date"
+    cat "$VENV/.horovod-build" 2>/dev/null || true  # what the build reported when it was made (make matrix reads it)
     exit 0
 fi
 
@@ -142,7 +143,8 @@ fi
 controllers=(gloo); [ "$WITH_MPI" = 1 ] && controllers+=(mpi)
 operations=cpu; [ "$GPU" = 1 ] && operations=nccl
 if ! "$VENV/bin/python" -m horovod_flyte_runtime.build --frameworks tensorflow pytorch \
-        --controllers "${controllers[@]}" --operations "$operations" --cache-dir "$ROOT/.cache/horovod"; then
+        --controllers "${controllers[@]}" --operations "$operations" --cache-dir "$ROOT/.cache/horovod" \
+        | tee "$VENV/.horovod-build"; then
     say "horovod did not build, or hvd.init() and a 1-rank allreduce do not run in every framework (above)"
     exit 1
 fi
