@@ -73,10 +73,8 @@ def train(mode: str, prepared: str, hidden: Sequence[int], batch: int, steps: in
         optimizer.zero_grad()
         loss = (net(categorical[rows], continuous[rows]) - target[rows]).abs().mean() + model.l2_penalty()
         loss.backward()
-        if mode == "horovod grouped allreduce":
+        if exchange:
             exchange([p.grad for p in model.parameters() if p.grad is not None])
-        elif exchange:
-            _exchange_gradients(model, exchange)
         optimizer.step()
         losses.append(float(loss.detach()))
     seconds = time.perf_counter() - started
@@ -95,20 +93,23 @@ def _global_batch(step: int, rows: int, count: int):
     return np.random.default_rng(step).integers(0, rows, count)
 
 
-def _exchange_gradients(model, exchange) -> None:
-    """Every gradient averaged over the ranks in one collective on one flat buffer (what ``apart`` leaves out)."""
+def _flattened(average_flat):
+    """An exchange of the gradients in one collective, ``average_flat``, on one flat buffer (what ``apart`` leaves
+    out), the averages copied back into the gradients."""
     from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    flat = _flatten_dense_tensors(grads)
-    exchange(flat)
-    for grad, averaged in zip(grads, _unflatten_dense_tensors(flat, grads)):
-        grad.copy_(averaged)
+    def exchange(grads) -> None:
+        flat = _flatten_dense_tensors(grads)
+        average_flat(flat)
+        for grad, averaged in zip(grads, _unflatten_dense_tensors(flat, grads)):
+            grad.copy_(averaged)
+
+    return exchange
 
 
 def _start(mode: str):
-    """(rank, size, a function averaging a float over the ranks, and the in-place averaging of a flat gradient
-    buffer that the mode does by hand or None) of this process."""
+    """(rank, size, a function averaging a float over the ranks, and the in-place averaging of the list of gradients
+    that the mode does by hand or None) of this process."""
     import torch
 
     if mode.startswith("horovod"):
@@ -116,7 +117,8 @@ def _start(mode: str):
 
         if not hvd.is_initialized():  # an MPIJob task's rank has initialised it already
             hvd.init()
-        exchange = {"horovod allreduce": lambda flat: hvd.allreduce_(flat, op=hvd.Average, name="flat_gradients"),
+        exchange = {"horovod allreduce": _flattened(lambda flat: hvd.allreduce_(flat, op=hvd.Average,
+                                                                                 name="flat_gradients")),
                     "horovod grouped allreduce": lambda grads: hvd.grouped_allreduce_(grads, op=hvd.Average,
                                                                                      name="gradients")}.get(mode)
         return hvd.rank(), hvd.size(), lambda value: float(hvd.allreduce(torch.tensor(value), name="final_loss")), \
@@ -132,11 +134,11 @@ def _start(mode: str):
             dist.all_reduce(tensor)
             return float(tensor) / size
 
-        def exchange(flat) -> None:
+        def average_flat(flat) -> None:
             dist.all_reduce(flat)
             flat.div_(size)
 
-        return dist.get_rank(), size, average, exchange if mode == "gloo allreduce" else None
+        return dist.get_rank(), size, average, _flattened(average_flat) if mode == "gloo allreduce" else None
     return 0, 1, lambda value: value, None
 
 
