@@ -23,13 +23,19 @@ STEP_PAYLOAD = 1 << 16  # per training step: 256 KiB
 World = typing.NamedTuple("World", [("total", float), ("size", int), ("hosts", typing.List[str])])
 
 
+def _lineage() -> typing.List[typing.Tuple[float, str]]:
+    """This process and its parents, nearest first: when each started and its command line's start."""
+    me = psutil.Process()
+    return [(p.create_time(), " ".join(p.cmdline()[:3])) for p in [me, *me.parents()]]
+
+
 def _mark(marker_dir: str, rank: int, **seen) -> None:
     os.makedirs(marker_dir, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "OMPI_COMM_WORLD_", "FLYTE_INTERNAL_"))}
     path = os.path.join(marker_dir, f"rank-{rank}.json")
     with open(f"{path}.tmp", "w") as f:  # renamed whole: the test polls the folder and must never read half a file
         json.dump({"rank": rank, "pid": os.getpid(), "hostname": socket.gethostname(), "imported": IMPORTED,
-                   "started": psutil.Process().create_time(), "env": env, **seen}, f)
+                   "started": psutil.Process().create_time(), "env": env, "lineage": _lineage(), **seen}, f)
     os.replace(f"{path}.tmp", path)
 
 
