@@ -4,7 +4,7 @@ flytekitplugins-spark one too, as the first task of a workflow often is) and ``H
 Spark's driver JVM reads its options, logging set-up and address once, when it starts: from ``SPARK_SUBMIT_OPTS`` and
 ``SPARK_LOCAL_IP``. Set here, before the first local session: ``QUICK_START_JVM_OPTIONS`` (a local run is small
 jobs for seconds to minutes; docs/spark-route.md has the rule and the figures), each unless the user's own JVM
-options make that choice; the address Spark binds a local driver to, where unset (flytekitplugins-spark binds it to
+options make that choice, and the class archive where it is made (``class_archive``); the address Spark binds a local driver to, where unset (flytekitplugins-spark binds it to
 127.0.0.1, and without the variable Spark warns that the host name "resolves to a loopback address" and advertises
 another one); and ``log4j2-local.properties`` (Spark's defaults less the lines a local run always prints and no one
 can act on). The native start-up lines of the JVM and of TensorFlow (in the driver, the Python workers and the ranks)
@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .class_archive import CACHE, SILENT, archive_options
 from .native_lines import filter_native_stderr
 from .noise import verbose
 
@@ -50,14 +51,16 @@ def set_up_local_driver(spark_conf: Mapping[str, str]) -> None:
 def use_quick_start_jvm(spark_conf: Mapping[str, str]) -> None:
     """Put each of ``QUICK_START_JVM_OPTIONS`` in ``SPARK_SUBMIT_OPTS``, for the driver JVM this process starts from now
     on with ``spark_conf``, unless ``SPARK_SUBMIT_OPTS``, Java's own option variables or ``spark_conf``'s driver Java
-    options already make its choice."""
+    options already make its choice; and the options that map the class archive, where it is made and fits
+    (``class_archive``)."""
     submit = os.environ.get("SPARK_SUBMIT_OPTS", "")
-    for option in QUICK_START_JVM_OPTIONS:  # set by an earlier call, for a conf that may have differed
-        submit = re.sub(rf"(^|\s){re.escape(option)}(?=\s|$)", "", submit)
+    ours = [*QUICK_START_JVM_OPTIONS, *SILENT]  # set by an earlier call, for a conf that may have differed
+    earlier = rf"{'|'.join(map(re.escape, ours))}|-XX:SharedArchiveFile={re.escape(str(CACHE))}\S*"
+    submit = re.sub(rf"(^|\s)({earlier})(?=\s|$)", "", submit)
     users = " ".join([submit, *(os.environ.get(name, "") for name in JAVA_OPTION_VARIABLES),
                       *(spark_conf.get(key, "") for key in DRIVER_JAVA_OPTIONS)])
     chosen = [option for option, choice in QUICK_START_JVM_OPTIONS.items() if not choice.search(users)]
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join([submit.strip(), *chosen]).strip()
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join([submit.strip(), *chosen, *archive_options(spark_conf, users)]).strip()
 
 
 def sets_up_local_driver(pre_execute: Callable[..., Any]) -> Callable[..., Any]:
