@@ -6,10 +6,10 @@ Spark's driver JVM reads its options, logging set-up and address once, when it s
 jobs for seconds to minutes; docs/spark-route.md has the rule and the figures), each unless the user's own JVM
 options make that choice, and the class archive where it is made (``class_archive``); the address Spark binds a
 local driver to, where unset (flytekitplugins-spark binds it to 127.0.0.1, and without the variable Spark warns that
-the host name "resolves to a loopback address" and advertises another one); and ``log4j2-local.properties`` (Spark's defaults less the lines a local run always prints and no one
-can act on). The native start-up lines of the JVM and of TensorFlow (in the driver, the Python workers and the ranks)
-are filtered from here on (``native_lines``). ``FLYTE_HOROVOD_VERBOSE=1`` leaves the logging and those lines
-as they are.
+the host name "resolves to a loopback address" and advertises another one); and ``log4j2-local.properties``
+(Spark's defaults less the lines a local run always prints and no one can act on). The native start-up lines of the
+JVM and of TensorFlow (in the driver, the Python workers and the ranks) are filtered from here on (``native_lines``).
+``FLYTE_HOROVOD_VERBOSE=1`` leaves the logging and those lines as they are.
 """
 
 import functools
