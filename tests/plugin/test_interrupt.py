@@ -71,9 +71,7 @@ def test_ctrl_c_stops_every_rank_and_leaves_nothing_behind(flows, workflow, runn
             os.killpg(proc.pid, signal.SIGKILL)
     output = "".join(lines + after)
     assert proc.returncode != 0, output[-3000:]
-    # Spark route + mpirun: 4.0-6.0 s measured (mpirun waits on its lost daemons); an open gap of issue 22 item 1
-    bound = 8 if workflow == "spark_mpi_sleeping_wf" else 5
-    assert seconds < bound, f"stopped {seconds:.1f} s after Ctrl-C:\n{output[-3000:]}"
+    assert seconds < 5, f"stopped {seconds:.1f} s after Ctrl-C:\n{output[-3000:]}"
     # the error's first line (pyflyte's ``Type: message``; no traceback line of Spark or Py4J before it) says so
     errors = [line for line in after if re.match(r"[\w.]+: ", line)]
     assert errors and errors[0].startswith("InterruptedByUser: "), "".join(after)[-3000:]
