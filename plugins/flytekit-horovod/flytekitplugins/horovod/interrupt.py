@@ -60,11 +60,13 @@ class _Interrupt:
         if sc is not None:
             with contextlib.suppress(Exception):
                 sc.setLogLevel("OFF")
-                if main:  # else Horovod's launcher stops its own job
+                if main:
                     waiting = bool(sc.statusTracker().getActiveJobsIds())
                     sc.cancelAllJobs()
+        if not main:  # Horovod's Gloo launcher stops its own job
+            return
         _stop_horovods_mpirun()
-        if main and not self.left.wait(GRACE_S if waiting else 0):
+        if not self.left.wait(GRACE_S if waiting else 0):
             _quiet_py4j()
             _thread.interrupt_main()
 
