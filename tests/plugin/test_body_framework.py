@@ -75,12 +75,11 @@ def test_a_body_naming_no_single_framework_gets_tensorflow_and_a_warning(caplog)
     assert Horovod(framework=None).for_body(_imports_torch_inside).framework is None  # a choice is kept
 
 
-@pytest.mark.parametrize("workflow, result", [("wf", "size=2 tensorflow_imported=False event_files=1"),
+@pytest.mark.parametrize("workflow, result", [("wf", "size=2 tensorflow_imported=False"),
                                               ("loop_wf", "tensorflow_imported=False")])
 def test_a_pytorch_body_under_the_default_settings_does_not_start_tensorflow(pyflyte_run, workflow, result):
     """A kfmpi body as it stands, and a body whose loop is in the user's module beside it (issue 37: it initialised
-    horovod.tensorflow, loading TensorFlow into a PyTorch job). The first logs to TensorBoard, whose writer imported
-    TensorFlow where it is installed (every rank of Horovod's TorchEstimator did)."""
+    horovod.tensorflow, loading TensorFlow into a PyTorch job)."""
     ran = pyflyte_run("tests/plugin/flows/kfmpi_torch_flows.py", workflow)
     assert ran.returncode == 0, ran.output[-3000:]
     assert result in ran.output, ran.output[-3000:]

@@ -11,7 +11,7 @@ for its job, can hang it: ``safe_shell_exec`` then waits for a process that has 
 raises becomes ``InterruptedByUser``. A second Ctrl-C raises ``KeyboardInterrupt`` at once. Horovod's own Gloo
 launcher, which takes SIGINT over to stop its ranks, keeps doing so, and the interruption is still seen. Horovod's
 ``mpirun`` (``horovod.spark.run`` with controller ``mpi``) runs in a session of its own, out of the terminal's reach:
-it is stopped as a terminal stops a foreground ``mpirun`` (see ``_stop_horovods_mpirun``).
+it gets SIGTERM, which it takes as it takes Ctrl-C (see ``_stop_horovods_mpirun``).
 """
 
 import _thread
@@ -72,15 +72,17 @@ class _Interrupt:
 
 
 def _stop_horovods_mpirun() -> None:
-    """SIGTERM to every session this process started through multiprocessing: Horovod's ``safe_shell_exec``
-    runs ``mpirun`` under a middleman that calls ``setsid``, so Ctrl-C never reaches it, and it would end only once
-    Spark has killed the tasks its daemons run in (Spark's Python task monitor polls every 2 s, then waits
-    ``spark.python.task.killTimeout``, 2 s: 3.4 to 4.5 s idle, 9.6 s measured under load). ``mpirun`` takes SIGTERM
-    as it takes a terminal's Ctrl-C: it stops its daemons and ranks and exits, and Horovod's launcher returns."""
+    """SIGTERM to what runs under each multiprocessing child of this process that leads a session of its own: Horovod's
+    ``safe_shell_exec`` runs ``mpirun`` under such a middleman (it calls ``setsid``), so Ctrl-C never reaches
+    ``mpirun``, which would end only once Spark had killed the tasks its daemons run in (``docs/testing.md``). The
+    middleman itself is spared: it reaps ``mpirun`` and still kills it should this process die."""
+    import psutil
+
     for child in multiprocessing.active_children():
-        with contextlib.suppress(OSError):  # it may have ended meanwhile
+        with contextlib.suppress(OSError, psutil.Error):  # it may have ended meanwhile
             if os.getsid(child.pid) == child.pid:
-                os.killpg(child.pid, signal.SIGTERM)
+                for process in psutil.Process(child.pid).children(recursive=True):
+                    process.terminate()
 
 
 def _quiet_py4j() -> None:

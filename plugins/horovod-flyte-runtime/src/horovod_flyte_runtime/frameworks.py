@@ -3,8 +3,6 @@ only: ``settings`` and ``build_info`` both read it)."""
 
 import importlib.util
 import os
-import sys
-import types
 from dataclasses import dataclass
 from typing import Dict, MutableMapping
 
@@ -44,15 +42,3 @@ def prefer_legacy_keras(environ: MutableMapping[str, str] = os.environ) -> bool:
         return False
     environ[LEGACY_KERAS_ENV] = "1"
     return True
-
-
-TENSORBOARD_WITHOUT_TF = "tensorboard.compat.notf"  # TensorBoard's own switch (its //tensorboard/compat:no_tensorflow)
-
-
-def tensorboard_without_tensorflow() -> None:
-    """In a PyTorch rank: TensorBoard (``torch.utils.tensorboard``, which Horovod's ``TorchEstimator`` imports in every
-    rank) uses its TensorFlow stub instead of importing TensorFlow: 13.4 s of CPU for the Estimator's imports and a
-    SummaryWriter, 6.1 s with the stub, and no second copy of LLVM beside torch's. Its event files are the same. Not
-    where TensorFlow is already imported: TensorBoard then uses it, as it would."""
-    if "tensorflow" not in sys.modules:
-        sys.modules.setdefault(TENSORBOARD_WITHOUT_TF, types.ModuleType(TENSORBOARD_WITHOUT_TF))

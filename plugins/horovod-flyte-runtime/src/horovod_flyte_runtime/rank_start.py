@@ -11,7 +11,6 @@ from typing import Optional, Sequence, Tuple
 
 from .elastic_rendezvous import sign_worker_addresses
 from .failures import this_host
-from .frameworks import tensorboard_without_tensorflow
 from .loopback import bind_horovod_to_loopback
 from .noise import quiet_this_process
 from .settings import SETTINGS_ENV, Horovod
@@ -71,8 +70,8 @@ def configure_rank_logging(rank: int, size: int) -> None:
 
 def start_rank(settings: Horovod) -> Tuple[int, int]:
     """Prepare this process as one Horovod rank: the settings in its environment, the known noise filtered (``noise``),
-    each framework's compute threads a share of the host's cores, ``hvd.init()`` of the chosen framework (a PyTorch
-    rank's TensorBoard without TensorFlow), rank-prefixed logs. Horovod's services bind loopback in a local run, an
+    each framework's compute threads a share of the host's cores, ``hvd.init()`` of the chosen framework,
+    rank-prefixed logs. Horovod's services bind loopback in a local run, an
     elastic rank signs its address for the rendezvous. Returns (rank, size)."""
     os.environ[SETTINGS_ENV] = settings.to_json()
     os.environ.update(settings.env())
@@ -81,8 +80,6 @@ def start_rank(settings: Horovod) -> Tuple[int, int]:
     bind_horovod_to_loopback()
     if os.environ.get("HOROVOD_ELASTIC") == "1":
         sign_worker_addresses()
-    if settings.framework == "pytorch":
-        tensorboard_without_tensorflow()
     rank, size = launched_rank() or 0, launched_size() or 1
     hvd = settings.init_horovod()
     if hvd is not None:
