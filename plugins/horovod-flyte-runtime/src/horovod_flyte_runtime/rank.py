@@ -21,6 +21,7 @@ from .rank_exit import exit_now
 from .rank_start import current_rank, launched_rank
 from .rank_watches import RankWatches
 from .settings import Horovod, HorovodConfigError
+from .tensorboard_stub import is_torch_estimator_trainer, tensorboard_without_tensorflow
 
 # How every rank process starts: ``rank_main`` with where its job comes from and where its result goes.
 RANK_ENTRY = "from horovod_flyte_runtime.rank import rank_main; rank_main()"
@@ -39,6 +40,7 @@ class RankJob:
     flyte: Optional[FlyteRankContext] = None
     all_ranks: bool = False
     workdir: Optional[str] = None  # a folder the launcher removes when the job ends, for the ranks' scratch files
+    tensorboard_stub: bool = False  # the TorchEstimator's trainer: TensorBoard without TensorFlow (tensorboard_stub)
 
     @classmethod
     def of(cls, fn: Callable, kwargs: Optional[Dict[str, Any]], failure_dir: str, settings: Horovod,
@@ -49,7 +51,7 @@ class RankJob:
         for name, value in kwargs.items():
             pickled(value, f"argument {name!r}", HorovodConfigError)
         return cls(pickled(fn, "the function", HorovodConfigError), kwargs, failure_dir, settings.for_body(fn),
-                   **options)
+                   tensorboard_stub=is_torch_estimator_trainer(fn), **options)
 
 
 @dataclass
@@ -64,6 +66,8 @@ def run_rank(job: RankJob) -> Optional[RankResult]:
     """Run a job in this rank process: start the rank, the function, and record a failure before re-raising."""
     rank = launched_rank() or 0
     watches = RankWatches(job.settings, RankFailures(job.failure_dir))
+    if job.tensorboard_stub:  # before the function is unpickled: that imports the trainer's module
+        tensorboard_without_tensorflow()
     try:
         rank, _ = watches.start()
         fn = cloudpickle.loads(job.fn)
