@@ -39,13 +39,18 @@ def _within(name: str, module: str) -> bool:
     return name == module or name.startswith(module + ".")
 
 
+def body_function(fn: Callable) -> Callable:
+    """The function whose code ``fn`` runs: through ``functools.partial`` and decorators (``functools.wraps``)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__wrapped__", fn)
+
+
 def modules_named(fn: Callable, seen: Optional[Set[int]] = None) -> Iterator[str]:
     """The names of the modules ``fn`` imports or reads, and those of the user's own functions, classes and modules
     it reads (see the module doc)."""
     seen = set() if seen is None else seen
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    fn = getattr(fn, "__wrapped__", fn)  # a decorated body (functools.wraps): its own code
+    fn = body_function(fn)
     code = getattr(fn, "__code__", None)
     if code is None or id(fn) in seen:
         return

@@ -8,13 +8,16 @@ import sys
 import types
 from typing import Any, Callable
 
+from .body_framework import body_function
+
 NO_TENSORFLOW = "tensorboard.compat.notf"  # TensorBoard's own switch (its //tensorboard/compat:no_tensorflow target)
 TORCH_ESTIMATOR_TRAINER = "horovod.spark.torch.remote"  # the module of the function the TorchEstimator runs
 
 
 def is_torch_estimator_trainer(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` (or the function a ``functools.partial`` calls) is the TorchEstimator's training function."""
-    return getattr(getattr(fn, "func", fn), "__module__", None) == TORCH_ESTIMATOR_TRAINER
+    """Whether ``fn`` (through ``functools.partial``, as the Estimator's backend gets it) is the TorchEstimator's
+    training function."""
+    return getattr(body_function(fn), "__module__", None) == TORCH_ESTIMATOR_TRAINER
 
 
 def tensorboard_without_tensorflow() -> None:
