@@ -11,6 +11,7 @@ import pytest
 # also importable from here, where the other test packages import them from
 from tests.support import ROOT, VENV_BIN, Ran, run_command  # noqa: F401
 from tests.support import leftovers as _leftovers
+from tests.support.cpu_accounting import CpuAccounting
 
 
 def hostname_resolves_to_loopback() -> bool:
@@ -35,6 +36,13 @@ def on_loopback_hostname(args: List[str], tmp_path: Path) -> List[str]:
     hosts.write_text(Path("/etc/hosts").read_text() + f"\n127.0.1.1 {socket.gethostname()}\n")
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
             'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts), *args]
+
+
+def pytest_configure(config):
+    """Each test's CPU, its processes' included, measured and the heaviest printed at the end (cpu_accounting)."""
+    accounting = CpuAccounting.where_possible(config.rootpath)
+    if accounting:
+        config.pluginmanager.register(accounting, "cpu_accounting")
 
 
 def pytest_collection_modifyitems(items):

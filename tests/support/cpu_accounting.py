@@ -1,0 +1,97 @@
+"""What each test costs in CPU, its own processes included (the JVMs, ranks and commands it starts), printed at the
+end of a pytest run: the suite is CPU-bound on CI's 2 cores, so these seconds, not a test's wall time, say what makes
+``make test`` long (docs/testing.md).
+
+Each test runs in a cgroup of its own (Linux cgroup v1's ``cpuacct``, where this process may make one: root, as in
+CI): pytest's process joins it for the test's set-up, call and teardown, and every process started meanwhile is born
+into it, so its CPU counts to the test even if the process outlives it (a session fixture's Spark cluster counts to
+the test that started it). Every test's row is also written to ``.cache/test-cpu/pytest-<pid>.tsv`` under pytest's
+root folder. Where the
+controller is missing or not writable, nothing is measured, printed or written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+SHOWN = 25
+
+
+@dataclass
+class Cost:
+    nodeid: str
+    group: Path
+    wall: float
+    cpu: float = 0.0
+
+
+class CpuAccounting:
+    """The pytest plugin: one cgroup per test under ``pytest-<pid>``, read when the test ends and again at the end."""
+
+    def __init__(self, root: Path, tables: Path):
+        self.root = root
+        self.tables = tables
+        self.costs: list[Cost] = []
+        self.numbers = itertools.count()
+
+    @classmethod
+    def where_possible(cls, rootpath: Path) -> Optional["CpuAccounting"]:
+        try:  # under this process's own group: a pytest run inside a test still counts to that test
+            own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                       if "cpuacct" in line.split(":", 2)[1].split(","))
+            root = CPUACCT / own.strip("/") / f"pytest-{os.getpid()}"
+            root.mkdir()
+            (root / "cgroup.procs").write_text(str(os.getpid()))
+        except (OSError, StopIteration):
+            return None
+        return cls(root, rootpath / ".cache" / "test-cpu")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item):
+        group = self.root / f"test-{next(self.numbers)}"
+        started = time.monotonic()
+        try:
+            group.mkdir()
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            (self.root / "cgroup.procs").write_text(str(os.getpid()))
+            self.costs.append(Cost(item.nodeid, group, time.monotonic() - started))
+
+    def pytest_terminal_summary(self, terminalreporter):
+        for cost in self.costs:  # read now: what a test's processes did after it ended counts too
+            cost.cpu = int((cost.group / "cpuacct.usage").read_text()) / 1e9
+        whole = int((self.root / "cpuacct.usage").read_text()) / 1e9
+        if not self.costs:
+            return
+        terminalreporter.write_sep("=", f"CPU of the tests, {min(SHOWN, len(self.costs))} heaviest of {len(self.costs)} "
+                                        "(core-seconds, their processes included; wall seconds)")
+        for cost in sorted(self.costs, key=lambda c: -c.cpu)[:SHOWN]:
+            terminalreporter.write_line(f"{cost.cpu:8.1f} cpu {cost.wall:7.1f} wall  {cost.nodeid}")
+        self.tables.mkdir(parents=True, exist_ok=True)
+        table = self.tables / f"pytest-{os.getpid()}.tsv"
+        table.write_text("".join(f"{c.cpu:.1f}\t{c.wall:.1f}\t{c.nodeid}\n" for c in self.costs))
+        tests = sum(c.cpu for c in self.costs)
+        terminalreporter.write_line(f"all {len(self.costs)} tests: {tests:.0f} core-seconds; pytest's process "
+                                    f"outside tests (collection, reporting): {whole - tests:.0f}; every test's row: {table}")
+
+    def pytest_unconfigure(self):
+        parent = self.root.parent / "cgroup.procs"
+        parent.write_text(str(os.getpid()))
+        for group in [*(c.group for c in self.costs), self.root]:
+            try:
+                group.rmdir()
+            except OSError:  # a process of the test still runs there: the group goes when the kernel may remove it
+                pass
