@@ -4,14 +4,15 @@ end of a pytest run: the suite is CPU-bound on CI's 2 cores, so these seconds, n
 
 Each test runs in a cgroup of its own (Linux cgroup v1's ``cpuacct``, where this process may make one: root, as in
 CI): pytest's process joins it for the test's set-up, call and teardown, and every process started meanwhile is born
-into it, so its CPU counts to the test even if the process outlives it (a session fixture's Spark cluster counts to
-the test that started it). Every test's row is also written to ``.cache/test-cpu/pytest-<pid>.tsv`` under pytest's
-root folder. Where the
-controller is missing or not writable, nothing is measured, printed or written.
+into it, so its CPU counts to the test even if the process outlives it. A fixture shared between tests (a session's
+Spark, a cluster's daemons) has a row of its own, which its processes' later work counts to (a cluster's executors
+and their ranks), not the first test that used it. Every row is also written to ``.cache/test-cpu/pytest-<pid>.tsv``
+under pytest's root folder. Where the controller is missing or not writable, nothing is measured, printed or written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -34,13 +35,15 @@ class Cost:
 
 
 class CpuAccounting:
-    """The pytest plugin: one cgroup per test under ``pytest-<pid>``, read when the test ends and again at the end."""
+    """The pytest plugin: one cgroup per test, and per fixture shared between tests, under ``pytest-<pid>``; all read
+at the end."""
 
     def __init__(self, root: Path, tables: Path):
         self.root = root
         self.tables = tables
         self.costs: list[Cost] = []
         self.numbers = itertools.count()
+        self.current = root  # the group this process is in
 
     @classmethod
     def where_possible(cls, rootpath: Path) -> Optional["CpuAccounting"]:
@@ -48,6 +51,7 @@ class CpuAccounting:
             own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
                        if "cpuacct" in line.split(":", 2)[1].split(","))
             root = CPUACCT / own.strip("/") / f"pytest-{os.getpid()}"
+            _sweep(root.parent)
             root.mkdir()
             (root / "cgroup.procs").write_text(str(os.getpid()))
         except (OSError, StopIteration):
@@ -56,7 +60,23 @@ class CpuAccounting:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item):
-        group = self.root / f"test-{next(self.numbers)}"
+        with self._in_group("test", item.nodeid):
+            yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        """A fixture shared beyond one test (a session's Spark, a cluster's daemons) has a row of its own: what its
+        processes do for the tests after (a cluster's executors and their ranks) counts there, not to the first test."""
+        if fixturedef.scope == "function":
+            yield
+            return
+        with self._in_group("fixture", f"{fixturedef.scope} fixture {fixturedef.argname} ({fixturedef.baseid or '.'})"):
+            yield
+
+    @contextlib.contextmanager
+    def _in_group(self, kind: str, name: str):
+        """This process in a new group for the block, then back in the one it was in."""
+        group = self.root / f"{kind}-{next(self.numbers)}"
         started = time.monotonic()
         try:
             group.mkdir()
@@ -64,11 +84,13 @@ class CpuAccounting:
         except OSError:
             yield
             return
+        before, self.current = self.current, group
         try:
             yield
         finally:
-            (self.root / "cgroup.procs").write_text(str(os.getpid()))
-            self.costs.append(Cost(item.nodeid, group, time.monotonic() - started))
+            (before / "cgroup.procs").write_text(str(os.getpid()))
+            self.current = before
+            self.costs.append(Cost(name, group, time.monotonic() - started))
 
     def pytest_terminal_summary(self, terminalreporter):
         for cost in self.costs:  # read now: what a test's processes did after it ended counts too
@@ -76,7 +98,7 @@ class CpuAccounting:
         whole = int((self.root / "cpuacct.usage").read_text()) / 1e9
         if not self.costs:
             return
-        terminalreporter.write_sep("=", f"CPU of the tests, {min(SHOWN, len(self.costs))} heaviest of {len(self.costs)} "
+        terminalreporter.write_sep("=", f"CPU of the tests and shared fixtures, {min(SHOWN, len(self.costs))} heaviest of {len(self.costs)} "
                                         "(core-seconds, their processes included; wall seconds)")
         for cost in sorted(self.costs, key=lambda c: -c.cpu)[:SHOWN]:
             terminalreporter.write_line(f"{cost.cpu:8.1f} cpu {cost.wall:7.1f} wall  {cost.nodeid}")
@@ -84,8 +106,8 @@ class CpuAccounting:
         table = self.tables / f"pytest-{os.getpid()}.tsv"
         table.write_text("".join(f"{c.cpu:.1f}\t{c.wall:.1f}\t{c.nodeid}\n" for c in self.costs))
         tests = sum(c.cpu for c in self.costs)
-        terminalreporter.write_line(f"all {len(self.costs)} tests: {tests:.0f} core-seconds; pytest's process "
-                                    f"outside tests (collection, reporting): {whole - tests:.0f}; every test's row: {table}")
+        terminalreporter.write_line(f"all {len(self.costs)} rows: {tests:.0f} core-seconds; pytest's process outside "
+                                    f"them (collection, reporting): {whole - tests:.0f}; every row: {table}")
 
     def pytest_unconfigure(self):
         parent = self.root.parent / "cgroup.procs"
@@ -93,5 +115,15 @@ class CpuAccounting:
         for group in [*(c.group for c in self.costs), self.root]:
             try:
                 group.rmdir()
-            except OSError:  # a process of the test still runs there: the group goes when the kernel may remove it
+            except OSError:  # a process still ends there (a JVM stopped at exit): the next run removes the group
                 pass
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the groups an earlier run left (one whose process has ended), once no process is in them."""
+    for old in parent.glob("pytest-*"):
+        if not Path("/proc", old.name.split("-", 1)[1]).exists():
+            for group in [*old.iterdir(), old]:
+                if group.is_dir():
+                    with contextlib.suppress(OSError):
+                        group.rmdir()
