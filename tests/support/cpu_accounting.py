@@ -4,10 +4,11 @@ end of a pytest run: the suite is CPU-bound on CI's 2 cores, so these seconds, n
 
 Each test runs in a cgroup of its own (Linux cgroup v1's ``cpuacct``, where this process may make one: root, as in
 CI): pytest's process joins it for the test's set-up, call and teardown, and every process started meanwhile is born
-into it, so its CPU counts to the test even if the process outlives it. A fixture shared between tests (a session's
-Spark, a cluster's daemons) has a row of its own, which its processes' later work counts to (a cluster's executors
-and their ranks), not the first test that used it. Every row is also written to ``.cache/test-cpu/pytest-<pid>.tsv``
-under pytest's root folder. Where the controller is missing or not writable, nothing is measured, printed or written.
+into it, so its CPU counts to the test even if the process outlives it. A fixture shared between tests (a
+session's Spark, a cluster's daemons) has a row of its own, which its processes' later work counts to (a session
+JVM's jobs and the Python workers and ranks it forks, a cluster's executors and theirs), not the tests that used it.
+Every row is also written to ``.cache/test-cpu/pytest-<pid>.tsv`` under pytest's root folder. Where the controller is
+missing or not writable, nothing is measured, printed or written.
 """
 
 from __future__ import annotations
