@@ -29,15 +29,14 @@ SHOWN = 25
 
 @dataclass
 class Cost:
-    nodeid: str
+    name: str  # a test's node id, or which shared fixture
     group: Path
     wall: float
     cpu: float = 0.0
 
 
 class CpuAccounting:
-    """The pytest plugin: one cgroup per test, and per fixture shared between tests, under ``pytest-<pid>``; all read
-at the end."""
+    """The pytest plugin: a cgroup per test and per shared fixture, under ``pytest-<pid>``, all read at the end."""
 
     def __init__(self, root: Path, tables: Path):
         self.root = root
@@ -102,10 +101,10 @@ at the end."""
         terminalreporter.write_sep("=", f"CPU of the tests and shared fixtures, {min(SHOWN, len(self.costs))} heaviest of {len(self.costs)} "
                                         "(core-seconds, their processes included; wall seconds)")
         for cost in sorted(self.costs, key=lambda c: -c.cpu)[:SHOWN]:
-            terminalreporter.write_line(f"{cost.cpu:8.1f} cpu {cost.wall:7.1f} wall  {cost.nodeid}")
+            terminalreporter.write_line(f"{cost.cpu:8.1f} cpu {cost.wall:7.1f} wall  {cost.name}")
         self.tables.mkdir(parents=True, exist_ok=True)
         table = self.tables / f"pytest-{os.getpid()}.tsv"
-        table.write_text("".join(f"{c.cpu:.1f}\t{c.wall:.1f}\t{c.nodeid}\n" for c in self.costs))
+        table.write_text("".join(f"{c.cpu:.1f}\t{c.wall:.1f}\t{c.name}\n" for c in self.costs))
         tests = sum(c.cpu for c in self.costs)
         terminalreporter.write_line(f"all {len(self.costs)} rows: {tests:.0f} core-seconds; pytest's process outside "
                                     f"them (collection, reporting): {whole - tests:.0f}; every row: {table}")
