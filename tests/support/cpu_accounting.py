@@ -53,7 +53,7 @@ class CpuAccounting:
             root = CPUACCT / own.strip("/") / f"pytest-{os.getpid()}"
             _sweep(root.parent)
             root.mkdir()
-            (root / "cgroup.procs").write_text(str(os.getpid()))
+            _join(root)
         except (OSError, StopIteration):
             return None
         return cls(root, rootpath / ".cache" / "test-cpu")
@@ -80,7 +80,7 @@ class CpuAccounting:
         started = time.monotonic()
         try:
             group.mkdir()
-            (group / "cgroup.procs").write_text(str(os.getpid()))
+            _join(group)
         except OSError:
             yield
             return
@@ -88,42 +88,52 @@ class CpuAccounting:
         try:
             yield
         finally:
-            (before / "cgroup.procs").write_text(str(os.getpid()))
+            _join(before)
             self.current = before
             self.costs.append(Cost(name, group, time.monotonic() - started))
 
     def pytest_terminal_summary(self, terminalreporter):
-        for cost in self.costs:  # read now: what a test's processes did after it ended counts too
-            cost.cpu = int((cost.group / "cpuacct.usage").read_text()) / 1e9
-        whole = int((self.root / "cpuacct.usage").read_text()) / 1e9
         if not self.costs:
             return
-        terminalreporter.write_sep("=", f"CPU of the tests and shared fixtures, {min(SHOWN, len(self.costs))} heaviest of {len(self.costs)} "
-                                        "(core-seconds, their processes included; wall seconds)")
+        for cost in self.costs:  # read now: what a test's processes did after it ended counts too
+            cost.cpu = _usage(cost.group)
+        terminalreporter.write_sep("=", f"CPU of the tests and shared fixtures, {min(SHOWN, len(self.costs))} heaviest "
+                                        f"of {len(self.costs)} (core-seconds, their processes included; wall seconds)")
         for cost in sorted(self.costs, key=lambda c: -c.cpu)[:SHOWN]:
             terminalreporter.write_line(f"{cost.cpu:8.1f} cpu {cost.wall:7.1f} wall  {cost.name}")
         self.tables.mkdir(parents=True, exist_ok=True)
         table = self.tables / f"pytest-{os.getpid()}.tsv"
         table.write_text("".join(f"{c.cpu:.1f}\t{c.wall:.1f}\t{c.name}\n" for c in self.costs))
         tests = sum(c.cpu for c in self.costs)
+        outside = _usage(self.root) - tests
         terminalreporter.write_line(f"all {len(self.costs)} rows: {tests:.0f} core-seconds; pytest's process outside "
-                                    f"them (collection, reporting): {whole - tests:.0f}; every row: {table}")
+                                    f"them (collection, reporting): {outside:.0f}; every row: {table}")
 
     def pytest_unconfigure(self):
-        parent = self.root.parent / "cgroup.procs"
-        parent.write_text(str(os.getpid()))
-        for group in [*(c.group for c in self.costs), self.root]:
-            try:
+        _join(self.root.parent)
+        _remove(self.root)  # a group a process still ends in (a JVM stopped at exit) is left to the next run's _sweep
+
+
+def _join(group: Path) -> None:
+    """Move this process (all its threads) into ``group``; the processes it starts from now on are born there."""
+    (group / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def _usage(group: Path) -> float:
+    """CPU seconds of every process that ever ran in ``group`` or its subgroups."""
+    return int((group / "cpuacct.usage").read_text()) / 1e9
+
+
+def _remove(root: Path) -> None:
+    """Remove ``root`` and its groups, each one no process is in."""
+    for group in [*root.iterdir(), root]:
+        if group.is_dir():
+            with contextlib.suppress(OSError):
                 group.rmdir()
-            except OSError:  # a process still ends there (a JVM stopped at exit): the next run removes the group
-                pass
 
 
 def _sweep(parent: Path) -> None:
-    """Remove the groups an earlier run left (one whose process has ended), once no process is in them."""
+    """Remove the groups an earlier run left (one whose process has ended)."""
     for old in parent.glob("pytest-*"):
         if not Path("/proc", old.name.split("-", 1)[1]).exists():
-            for group in [*old.iterdir(), old]:
-                if group.is_dir():
-                    with contextlib.suppress(OSError):
-                        group.rmdir()
+            _remove(old)
