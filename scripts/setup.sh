@@ -155,6 +155,9 @@ if ! "$VENV/bin/python" -m horovod_flyte_runtime.build --frameworks tensorflow p
     exit 1
 fi
 "${PIP[@]}" check
+# uv keeps each earlier build of an sdist-only package until it is pruned (pyspark's is 0.9 GB; a machine that set up
+# clean clones all day held 50 of them, 45 GB, and a CI run on it stopped at "No space left on device")
+"$VENV/bin/uv" cache prune --quiet || say "uv cache prune failed (above): ~/.cache/uv keeps its earlier builds"
 class_archive
 echo "$key" > "$VENV/.setup-key"
 say "ready: $VENV"
