@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from horovod_flyte_runtime.class_archive import archive_path
+from horovod_flyte_runtime.class_archive import _spark_home, archive_path, prune
 from horovod_flyte_runtime.local_driver import use_quick_start_jvm
 
 FLOWS = "tests/plugin/flows/local_driver_flows.py"
@@ -60,3 +60,23 @@ def test_each_quick_start_option_yields_to_the_users_own(monkeypatch):
     assert os.environ["SPARK_SUBMIT_OPTS"] == f"-XX:TieredStopAtLevel=1 {archive}"
     use_quick_start_jvm({"spark.driver.extraClassPath": "/opt/extra.jar"})  # Spark's jars and more: another class path
     assert os.environ["SPARK_SUBMIT_OPTS"] == "-XX:TieredStopAtLevel=1"
+
+
+def test_the_archives_of_removed_spark_installs_are_removed_and_others_kept(tmp_path):
+    """Each new environment's Spark gets its own archive (~190 MB): one a set-up made for an environment since
+    removed must not stay forever (13 of them, 2.3 GB, were found on a machine that set up clean clones all day)."""
+    gone = tmp_path / "removed-env" / "pyspark"
+    (gone / "jars").mkdir(parents=True)
+    archives = {name: tmp_path / "cache" / f"{name}.jsa" for name in ("current", "live", "gone", "unnoted")}
+    archives["current"].parent.mkdir()
+    for name, archive in archives.items():
+        archive.write_bytes(b"archive")
+    archives["live"].with_suffix(".spark").write_text(f"{_spark_home()}\n")
+    archives["gone"].with_suffix(".spark").write_text(f"{gone}\n")
+    prune(archives["current"])
+    assert all(archives[name].is_file() for name in ("current", "live", "gone")) and not archives["unnoted"].exists()
+    assert archives["current"].with_suffix(".spark").read_text() == f"{_spark_home()}\n"  # noted for later prunes
+    (gone / "jars").rmdir()
+    prune(archives["current"])
+    assert sorted(p.name for p in archives["current"].parent.iterdir()) == \
+        ["current.jsa", "current.spark", "live.jsa", "live.spark"]

@@ -7,7 +7,8 @@ runs it): a small local session whose JVM writes the archive when it exits (``-X
 temporary file renamed into place only once that JVM has exited, since a JVM that maps a half-written archive
 crashes. ``local_driver`` then starts a local driver with ``-XX:SharedArchiveFile`` where the archive of its Java
 and Spark jars exists and its class path is Spark's own. Java uses an archive that does not match its classes
-as none at all; its warnings about that are switched off with it.
+as none at all; its warnings about that are switched off with it. Each archive (about 190 MB) notes the Spark
+install it was made for, and making or finding one removes those whose install is gone (a removed environment's).
 """
 
 import hashlib
@@ -87,6 +88,24 @@ def _typical_work(spark, folder: Path) -> None:
     spark.sparkContext.parallelize(range(2), 2).barrier().mapPartitions(lambda part: part).collect()
 
 
+def _note_install(archive: Path) -> None:
+    archive.with_suffix(".spark").write_text(f"{_spark_home()}\n")
+
+
+def prune(keep: Path) -> None:
+    """Remove the archives beside ``keep`` whose Spark install is gone, or unnoted (made before installs were noted:
+    a live one is made again by the next set-up); note ``keep``'s own install if it is made."""
+    if keep.is_file() and not keep.with_suffix(".spark").is_file():
+        _note_install(keep)
+    for archive in keep.parent.glob("*.jsa"):
+        noted = archive.with_suffix(".spark")
+        home = Path(noted.read_text().strip()) if noted.is_file() else None
+        if archive != keep and (home is None or not (home / "jars").is_dir()):
+            print(f"[class-archive] removing the archive of a Spark install that is gone: {archive}", flush=True)
+            archive.unlink(missing_ok=True)
+            noted.unlink(missing_ok=True)
+
+
 def make_archive() -> Path:
     """Make the archive for this Java and Spark where it is not made yet; return its path."""
     from pyspark.sql import SparkSession
@@ -96,6 +115,7 @@ def make_archive() -> Path:
     path = archive_path()
     if path is None:
         raise SystemExit("class_archive: needs java (JAVA_HOME or PATH) and pyspark's jars")
+    prune(path)
     if path.is_file():
         print(f"[class-archive] the local Spark driver's class archive is made: {path}", flush=True)
         return path
@@ -122,6 +142,7 @@ def make_archive() -> Path:
         raise SystemExit(f"class_archive: the driver JVM exited with {jvm.returncode} and wrote no archive; a local "
                          "driver starts without one (slower, nothing else changes)")
     os.replace(partial, path)
+    _note_install(path)
     print(f"[class-archive] made: {path} ({path.stat().st_size >> 20} MiB)", flush=True)
     return path
 
