@@ -12,6 +12,7 @@ import pytest
 from tests.support import ROOT, VENV_BIN, Ran, run_command  # noqa: F401
 from tests.support import leftovers as _leftovers
 from tests.support.cpu_accounting import CpuAccounting
+from tests.support.shared_heavy import SharedHeavyTests
 
 
 def hostname_resolves_to_loopback() -> bool:
@@ -39,10 +40,14 @@ def on_loopback_hostname(args: List[str], tmp_path: Path) -> List[str]:
 
 
 def pytest_configure(config):
-    """Each test's CPU, its processes' included, measured and the heaviest printed at the end (cpu_accounting)."""
+    """Each test's CPU, its processes' included, measured and the heaviest printed at the end (cpu_accounting); in
+    make test's two runs, the heavy tests shared between them (shared_heavy)."""
     accounting = CpuAccounting.where_possible(config.rootpath)
     if accounting:
         config.pluginmanager.register(accounting, "cpu_accounting")
+    shared = SharedHeavyTests.from_environment()
+    if shared:
+        config.pluginmanager.register(shared, "shared_heavy")
 
 
 def pytest_collection_modifyitems(items):

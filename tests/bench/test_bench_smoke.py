@@ -92,8 +92,7 @@ def test_the_ddp_comparison_runs_every_contestant_on_the_same_rows():
         assert runs[name][0]["final_loss"] == pytest.approx(ddp, rel=1e-3), (name, runs[name][0], ddp)
 
 
-@pytest.mark.heavy  # 7 TensorFlow processes, about 3.5 min under make test's load: with the serial tests, to even
-# out make test's two runs (in the clean CI of 496781e the serial run ended 6.8 min before the other)
+@pytest.mark.heavy  # 7 TensorFlow processes, about 3.5 min under make test's load: shared by its two runs
 def test_the_mwms_comparison_runs_every_contestant_on_the_same_rows():
     """bench/vs_mwms.py --quick: Horovod (gloo, mpirun), tf.distribute's MultiWorkerMirroredStrategy and one process
     each fit the Rossmann Keras model 20 steps on the same rows and print their RATIO lines; the distributed ones train

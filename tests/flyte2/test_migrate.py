@@ -31,7 +31,7 @@ def test_pyflyte_migrate_runs_a_v1_horovod_task_with_two_real_ranks(task):
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # 80 s of data, Spark and training: with the serial tests, to even out make test's two runs
+@pytest.mark.heavy  # 80 s of data, Spark and training: shared by make test's two runs
 def test_pyflyte_migrate_runs_the_rossmann_mpi_workflow_and_it_scores_as_on_flyte_1():
     """``workflows/rossmann.py`` unchanged: its Spark ``prepare`` through flyteplugins-spark, ``train_mpi`` on 2 ranks,
     and the file's ``HorovodSpark`` task (``train``) made a Flyte 2 one when the module loads."""

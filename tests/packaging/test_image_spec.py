@@ -85,7 +85,7 @@ def test_the_commands_follow_the_python_interpreter_and_the_spec_s_python_is_the
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # 2-3 min of installs: with the serial tests, to even out make test's two runs
+@pytest.mark.heavy  # 2-3 min of installs: shared by make test's two runs, to even them out
 def test_the_spec_s_build_steps_run_in_a_fresh_virtual_environment(tmp_path):
     """The spec of this project's own stack, its packages installed into a fresh environment and its command run there:
     the plugin's build command finds the wheel scripts/setup.sh built for the same frameworks (the cache below) and

@@ -54,7 +54,7 @@ PYSPARK_BOTTOM = "4.0.0" if PY312 else "3.4.0"
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # 1-2 min of installs and builds each: with the serial tests, to even out make test's two runs
+@pytest.mark.heavy  # 1-2 min of installs and builds each: shared by make test's two runs
 @pytest.mark.parametrize("pins, workflow", [
     (["flytekit==1.16.0", "flytekitplugins-kfmpi==1.16.0", f"flytekitplugins-spark=={SPARK_PLUGIN_BOTTOM}"], "mpi_wf"),
     ([f"pyspark=={PYSPARK_BOTTOM}"], "spark_wf"),

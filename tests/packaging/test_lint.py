@@ -14,8 +14,9 @@ def test_make_test_lints_before_pytest():
     tests = next(i for i, step in enumerate(steps) if "scripts/test.sh" in step)  # two pytest runs side by side
     assert lint < tests, dry
     script = (ROOT / "scripts" / "test.sh").read_text()
-    # complements (De Morgan): every test runs in exactly one of the two
-    assert '-m pytest -m "serial or heavy"' in script and '-m pytest -m "not serial and not heavy"' in script
+    # between them every test, the heavy ones in both (each runs in one: tests/packaging/test_shared_heavy.py)
+    assert '-m pytest -m "serial or heavy"' in script and '-m pytest -m "not serial"' in script
+    assert "FLYTE_HOROVOD_TEST_SHARE" in script and "FLYTE_HOROVOD_TEST_HEAVY_FROM_LAST=1" in script
 
 
 def test_a_lint_error_fails_and_the_tree_is_clean(tmp_path):
