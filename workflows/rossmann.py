@@ -135,9 +135,6 @@ def prepare(data: FlyteDirectory, hp: Hyperparameters) -> FlyteDirectory:
     from rossmann import features, report
 
     spark = flytekit.current_context().spark_session
-    # a runtime setting, so it holds in a session started without SPARK_CONF too: pyflyte-migrate runs this task in
-    # flyteplugins-spark's local session, which takes Spark's defaults (200 partitions: prepare took twice as long)
-    spark.conf.set("spark.sql.shuffle.partitions", SPARK_CONF["spark.sql.shuffle.partitions"])
     source = data.download()
     raw = rdata.load(spark, source)  # a clear RossmannDataError, naming file and column, before any work
     out = os.path.join(flytekit.current_context().working_directory, "prepared")

@@ -23,7 +23,8 @@ from horovod_flyte_runtime.running_settings import compression
 from rossmann.hyperparameters import Hyperparameters
 
 RANKS = 2  # Horovod ranks of the training task
-SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g"}  # as workflows/rossmann.py's
+SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g", "spark.ui.enabled": "false",
+              "spark.ui.showConsoleProgress": "false"}  # as workflows/rossmann.py's
 
 base = flyte.TaskEnvironment(name="rossmann", resources=flyte.Resources(cpu=2, memory="4Gi"))
 spark = flyte.TaskEnvironment(name="rossmann_spark", plugin_config=Spark(spark_conf=SPARK_CONF),
@@ -60,7 +61,6 @@ def prepare(data: Dir, hp: Hyperparameters) -> Dir:
 
     quiet_this_process()
     session = flyte.ctx().data["spark_session"]  # flyteplugins-spark's
-    session.conf.set("spark.sql.shuffle.partitions", SPARK_CONF["spark.sql.shuffle.partitions"])
     source = data.download_sync()
     raw = rdata.load(session, source)  # a clear RossmannDataError, naming file and column, before any work
     out = os.path.join(_folder("prepared"), "prepared")

@@ -51,3 +51,21 @@ def test_the_spark_job_has_the_slots_the_ranks_need_and_keeps_the_users_settings
     assert custom["sparkConf"] == horovod_spark_conf(v1.spark_conf, v1.num_proc)  # what the v1 task serializes
     # flyteplugins-spark's own fields as it writes them (applicationType PYTHON is the enum's zero, left out by JSON)
     assert custom["mainApplicationFile"].startswith("local://") and custom["executorPath"] == "/opt/venv/bin/python"
+
+
+def test_a_plain_spark_task_s_local_session_has_its_spark_conf_and_v1_s_quick_driver(tmp_path):
+    """flyteplugins-spark's local session drops the task's spark_conf; with this plugin imported it is the session a
+    v1 local run's Spark task gets (flyteplugins.horovod.local_spark): its spark_conf, the driver on loopback, and
+    the v1 plugin's quick-start JVM."""
+    import json
+
+    from tests.support import ROOT, VENV_BIN, leftovers, run_command
+
+    ran = run_command([str(VENV_BIN / "flyte"), "run", "--local", "tests/flyte2/flows/plain_spark.py",
+                       "session_settings", "--out", str(tmp_path / "settings.json")], cwd=ROOT, timeout=300)
+    assert ran.returncode == 0, ran.output[-3000:]
+    settings = json.loads((tmp_path / "settings.json").read_text())
+    assert (settings["partitions"], settings["driver_memory"], settings["ui"]) == ("7", "2g", "false"), settings
+    assert settings["bind_address"] == "127.0.0.1", settings
+    assert "-XX:TieredStopAtLevel=1" in settings["jvm"] and "-XX:+UseSerialGC" in settings["jvm"], settings
+    assert leftovers(ran.marker) == []

@@ -3,13 +3,19 @@
 
 The configs have the names and fields of ``flytekitplugins.horovod``'s, so a v1 task ports by moving its config onto
 a ``TaskEnvironment``. What runs the ranks is the runtime the v1 plugin uses (``horovod_flyte_runtime``
-and its local launcher), imported without flytekit: this package works where flytekit cannot be imported.
+and its local launcher), imported without flytekit: this package works where flytekit cannot be imported. Where
+flyteplugins-spark is installed, a local run's plain ``Spark`` tasks get the local session of v1 (``local_spark``).
 """
+
+import importlib.util
 
 from horovod_flyte_runtime.settings import Horovod, HorovodConfigError
 
 from .errors import RankFailedError, RankLostError, StalledRanksError
 from .task import HorovodJob, HorovodMPITask, Launcher, MPIJob, RunPolicy, Worker
+
+if importlib.util.find_spec("flyteplugins.spark") is not None:
+    from . import local_spark  # noqa: F401  (a local run's plain Spark tasks get v1's local session)
 
 __all__ = [
     "Horovod",

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 from flyte._context import internal_ctx
 from flyte.extend import TaskPluginRegistry
 from flyte.models import SerializationContext
-from flyteplugins.spark.task import DEFAULT_SPARK_CONTEXT_NAME, PysparkFunctionTask, Spark
+from flyteplugins.spark.task import PysparkFunctionTask, Spark
 
 from horovod_flyte_runtime.noise import quiet_this_process
 from horovod_flyte_runtime.rank import import_path
@@ -38,6 +38,8 @@ from horovod_flyte_runtime.spark_session import (
     session_fits,
 )
 
+from .local_spark import in_local_run, local_session
+
 __all__ = ["HorovodRunner", "HorovodSpark", "HorovodSparkTask", "current_horovod_spark", "spark_backend",
            "spark_checkpoint_url", "spark_run", "spark_store"]
 
@@ -57,15 +59,6 @@ class HorovodSpark(Spark):
         check_horovod_spark(self.num_proc, self.spark_conf, self.horovod)
 
 
-def _session(conf: Dict[str, str]) -> Any:
-    import pyspark
-
-    builder = pyspark.sql.SparkSession.builder.appName(DEFAULT_SPARK_CONTEXT_NAME)
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
-
-
 def _local_store_prefix(raw_data_path: str) -> str:
     """Where a local run keeps the ranks' logs, failure records, scratch files and Estimator store: under the run's
     raw data folder, as flyte's local outputs are."""
@@ -82,16 +75,15 @@ class HorovodSparkTask(PysparkFunctionTask):
     async def pre(self, *args, **kwargs) -> Dict[str, Any]:
         config, tctx = self.plugin_config, internal_ctx().data.task_context
         quiet_this_process(config.horovod.verbose)
-        local = tctx is None or tctx.mode == "local"
-        if not local:
+        if not in_local_run():
             data = await super().pre(*args, **kwargs)
             spark, prefix = data["spark_session"], f"{tctx.raw_data_path.path.rstrip('/')}/horovod"
         else:
             conf = prepare_local_session(config.num_proc, config.spark_conf)
-            spark = _session(conf)
+            spark = local_session(conf)
             if not session_fits(spark, config.num_proc):  # one from an earlier task of this process, too small
                 spark.stop()
-                spark = _session(conf)
+                spark = local_session(conf)
             importable_in_workers(spark, import_path(self.func))
             prefix = _local_store_prefix(tctx.raw_data_path.path if tctx else os.getcwd())
             data = {"spark_session": spark}
