@@ -15,7 +15,8 @@ import pytest
 
 def _ran(name):
     with open(os.environ["RAN_LOG"], "a") as log:
-        log.write(f"{os.environ['RUN']} {name}\\n")
+        inherited = [v for v in ("FLYTE_HOROVOD_TEST_SHARE", "FLYTE_HOROVOD_TEST_HEAVY_FROM_LAST") if v in os.environ]
+        log.write(f"{os.environ['RUN']} {name} {','.join(inherited) or '-'}\\n")
 
 @pytest.mark.serial
 @pytest.mark.parametrize("i", range(2))
@@ -61,6 +62,9 @@ def test_each_heavy_test_runs_once_in_one_of_the_two_runs(tmp_path):
     serial_out = serial.communicate(timeout=120)[0]
     assert other.returncode == 0 and serial.returncode == 0, other.stdout + serial_out
     ran = [line.split() for line in ran_log.read_text().splitlines()]
+    # a pytest a test starts is not one of the two runs (it ran heavy tests from the last in CI's serial run)
+    assert {seen for _, _, seen in ran} == {"-"}, ran
+    ran = [(run, name) for run, name, _ in ran]
     heavy = [name for _, name in ran if name.startswith("heavy")]
     assert sorted(heavy) == [f"heavy{i}" for i in range(6)], ran  # each once
     by_run = {run: [name for r, name in ran if r == run] for run in ("serial", "other")}

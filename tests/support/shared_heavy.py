@@ -36,8 +36,10 @@ class SharedHeavyTests:
 
     @classmethod
     def from_environment(cls) -> Optional["SharedHeavyTests"]:
-        folder = os.environ.get(SHARE_ENV)
-        return cls(Path(folder), os.environ.get(FROM_LAST_ENV) == "1") if folder else None
+        """The plugin for this run, taking both variables out of the environment: a pytest that a test starts is
+        not one of the two runs, and inheriting them would make it claim tests in theirs."""
+        folder, from_last = os.environ.pop(SHARE_ENV, None), os.environ.pop(FROM_LAST_ENV, None) == "1"
+        return cls(Path(folder), from_last) if folder else None
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: List[pytest.Item]) -> None:
