@@ -111,3 +111,30 @@ except ImportError as error:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Horovod is not installed in this Python environment" in done.stdout
     assert "-m horovod_flyte_runtime.build" in done.stdout
+
+
+def test_horovod_s_tensorflow_subgraphs_are_traced_as_written_and_a_keras_fit_through_them_trains():
+    """Patch 0016: Horovod's TensorFlow subgraphs (the DistributedOptimizer's gradient allreduce, the broadcast of
+    variables) are traced without AutoGraph, so a condition on a tensor inside one is graph mode's error rather than
+    a tf.cond; a Keras fit through both (one rank) still learns. The seconds it saves: bench/first_epoch.py."""
+    program = """
+import numpy as np, tensorflow as tf, horovod.tensorflow.keras as hvd
+from horovod.tensorflow.util import _make_subgraph
+hvd.init()
+try:
+    _make_subgraph(lambda x: x if x > 0 else -x)(tf.constant(1.0))
+    print("converted by AutoGraph")
+except tf.errors.OperatorNotAllowedInGraphError:
+    print("traced as written")
+model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(3,))])
+model.compile(hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.05)), "mse")
+x = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
+fit = model.fit(x, x.sum(axis=1), epochs=3, verbose=0, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+print("losses", *fit.history["loss"])
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_USE_LEGACY_KERAS": "1"})  # Horovod's Keras API is Keras 2's
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "traced as written" in done.stdout, done.stdout
+    losses = [float(v) for v in done.stdout.split("losses", 1)[1].split()]
+    assert len(losses) == 3 and losses[-1] < 0.5 * losses[0], losses
