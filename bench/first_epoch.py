@@ -68,11 +68,12 @@ def main() -> None:
                          for name in results}, reps)
     losses = {name: {tuple(r["losses"]) for r in runs} for name, runs in results.items()}
     assert losses["autograph"] == losses["no autograph"], f"the contestants trained differently: {losses}"
-    rows = [[name, fmt(median(first[name])), fmt(median([r["epochs"][1] for r in results[name]])),
-             fmt(median([r["cpu"] for r in results[name]]))] for name in results]
+    cpu = {name: median([r["cpu"] for r in runs]) for name, runs in results.items()}
+    rows = [[name, fmt(median(first[name])), fmt(median([r["epochs"][1] for r in results[name]])), fmt(cpu[name])]
+            for name in results]
     print(table(["contestant", "first epoch s (median)", "second epoch s (median)", "process CPU s (median)"], rows))
     first_ratio = median(first["autograph"]) / median(first["no autograph"])
-    cpu_ratio = median([r["cpu"] for r in results["autograph"]]) / median([r["cpu"] for r in results["no autograph"]])
+    cpu_ratio = cpu["autograph"] / cpu["no autograph"]
     print(f"\nRATIO autograph / no autograph first epoch = {first_ratio:.2f}x")
     print(f"RATIO autograph / no autograph process CPU = {cpu_ratio:.2f}x")
     print(f"losses, the same in both: {sorted(losses['autograph'])}")

@@ -39,12 +39,11 @@ from flytekitplugins.horovod import (
 from horovod_flyte_runtime.noise import quiet_this_process
 from horovod_flyte_runtime.rank_start import launched_rank
 from rossmann import hyperparameters
+from rossmann.spark_conf import SPARK_CONF
 
 log = logging.getLogger("workflows.rossmann")
 
 RANKS = 2  # Horovod ranks of both training tasks (pods are sized before a task body runs)
-SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g", "spark.ui.enabled": "false",
-              "spark.ui.showConsoleProgress": "false"}
 WHERE_RANKS_ARE_SET = (f"the rank count is the training tasks' config: RANKS = {RANKS} in workflows/rossmann.py "
                        "(HorovodSpark(num_proc=RANKS) for train, MPIJob(worker=Worker(replicas=RANKS)) for train_mpi "
                        "and train_torch)")

@@ -21,10 +21,9 @@ from horovod_flyte_runtime.noise import quiet_this_process
 from horovod_flyte_runtime.rank_start import launched_rank
 from horovod_flyte_runtime.running_settings import compression
 from rossmann.hyperparameters import Hyperparameters
+from rossmann.spark_conf import SPARK_CONF
 
 RANKS = 2  # Horovod ranks of the training task
-SPARK_CONF = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "4g", "spark.ui.enabled": "false",
-              "spark.ui.showConsoleProgress": "false"}  # as workflows/rossmann.py's
 
 base = flyte.TaskEnvironment(name="rossmann", resources=flyte.Resources(cpu=2, memory="4Gi"))
 spark = flyte.TaskEnvironment(name="rossmann_spark", plugin_config=Spark(spark_conf=SPARK_CONF),
