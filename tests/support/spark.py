@@ -14,7 +14,7 @@ def local_spark(app_name: str = "rossmann-tests", **conf: str) -> Any:
     from flytekitplugins.spark.task import new_spark_session
 
     from horovod_flyte_runtime.local_driver import use_quick_start_jvm
-    from workflows.rossmann import SPARK_CONF
+    from rossmann.spark_conf import SPARK_CONF
 
     spark_conf = {**SPARK_CONF, **{k.replace("_", "."): v for k, v in conf.items()}}
     submit_opts = os.environ.get("SPARK_SUBMIT_OPTS")
