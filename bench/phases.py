@@ -71,7 +71,7 @@ def inner(hp: str) -> None:
     for owner, name, phase, context in [
         (pyspark.sql.SparkSession.Builder, "getOrCreate", "Spark session start", False),
         (rossmann.data, "load", "prepare: load and validate the CSV files", False),
-        (rossmann.features, "build_vocab", "prepare: vocabularies", False),
+        (rossmann.features, "build_vocabs", "prepare: vocabularies", False),
         (rossmann.features, "_write", "prepare: encode and write Parquet", False),
         (util, "prepare_data", "train: Estimator materialises the DataFrame", True),
         (KerasEstimator, "_fit_on_prepared_data", "train: Estimator training call", False),

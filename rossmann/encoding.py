@@ -13,20 +13,22 @@ def _vocab_key(value: str) -> tuple[int, float, str]:
         return 1, 0.0, value
 
 
-def build_vocab(df: DataFrame, cols: list[str]) -> dict[str, list[str]]:
-    """Distinct non-null values of each column as strings, numbers in numeric order, in one pass."""
-    row = df.agg(*[F.collect_set(F.col(c).cast("string")).alias(c) for c in cols]).first()
-    return {c: sorted(row[c], key=_vocab_key) for c in cols}
+def build_vocabs(df: DataFrame, cols: list[str], *subsets: Column) -> list[dict[str, list[str]]]:
+    """Distinct non-null values of each column as strings, numbers in numeric order: over all rows, then over the
+    rows where each of ``subsets`` holds; all in one pass."""
+    wheres = [None, *subsets]
+    row = df.agg(*[F.collect_set(F.col(c).cast("string") if where is None else F.when(where, F.col(c).cast("string")))
+                   .alias(f"{i}_{c}") for i, where in enumerate(wheres) for c in cols]).first()
+    return [{c: sorted(row[f"{i}_{c}"], key=_vocab_key) for c in cols} for i in range(len(wheres))]
 
 
 def encode(df: DataFrame, vocab: dict[str, list[str]], continuous: list[str]) -> DataFrame:
     """Categoricals to int32 indices (value i of the vocabulary -> i + 1; unknown or null -> 0),
-    continuous columns to float32 (null -> 0)."""
-    for col, values in vocab.items():
-        df = df.withColumn(col, F.coalesce(_lookup(F.col(col), values), F.lit(0)).cast("int"))
-    for col in continuous:
-        df = df.withColumn(col, F.coalesce(F.col(col).cast("float"), F.lit(0.0).cast("float")))
-    return df
+    continuous columns to float32 (null -> 0). One projection: a ``withColumn`` per column made Spark analyse a plan
+    one level deeper each time (4.8 s of the prepare task's driver for 38 columns, against 0.x s)."""
+    encoded = {col: F.coalesce(_lookup(F.col(col), values), F.lit(0)).cast("int") for col, values in vocab.items()}
+    encoded.update({col: F.coalesce(F.col(col).cast("float"), F.lit(0.0).cast("float")) for col in continuous})
+    return df.withColumns(encoded)
 
 
 def _lookup(col: Column, values: list[str]) -> Column:
@@ -38,6 +40,8 @@ def _lookup(col: Column, values: list[str]) -> Column:
         for i, v in enumerate(ints, 1):
             table[v - ints[0]] = i
         pos = col.cast("long") - ints[0] + 1
-        found = F.element_at(F.array(*[F.lit(i) for i in table]), pos.cast("int"))
+        # one SQL literal, not an F.lit per entry: each is a call into the JVM (11,000 for the real data's
+        # StoreDayOfWeek)
+        found = F.element_at(F.expr(f"array({','.join(map(str, table))})"), pos.cast("int"))
         return F.when(pos.between(1, len(table)) & (found > 0), found)
     return F.create_map(*[F.lit(x) for i, v in enumerate(values, 1) for x in (v, i)])[col.cast("string")]

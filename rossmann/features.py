@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from rossmann.data import RawData, RossmannDataError
 from rossmann.dates import backtest_window
-from rossmann.encoding import build_vocab, encode
+from rossmann.encoding import build_vocabs, encode
 from rossmann.prepared import check_output_dir, write_prepared
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,8 @@ def join_sources(df: DataFrame, raw: RawData) -> DataFrame:
 
 def add_date_parts(df: DataFrame) -> DataFrame:
     """Year, Month, Day, ISO Week and DayOfWeek (Monday = 1, as in train.csv) from Date."""
-    return (df.withColumn("Year", F.year("Date")).withColumn("Month", F.month("Date"))
-            .withColumn("Day", F.dayofmonth("Date")).withColumn("Week", F.weekofyear("Date"))
-            .withColumn("DayOfWeek", (F.dayofweek("Date") + 5) % 7 + 1))
+    return df.withColumns({"Year": F.year("Date"), "Month": F.month("Date"), "Day": F.dayofmonth("Date"),
+                           "Week": F.weekofyear("Date"), "DayOfWeek": (F.dayofweek("Date") + 5) % 7 + 1})
 
 
 def _clamped_days(since: Column, year: Column, limit: int) -> Column:
@@ -98,8 +97,8 @@ def add_store_crosses(df: DataFrame) -> DataFrame:
     and promo lift get embeddings of their own. From separate Store, DayOfWeek and Promo embeddings the dense layers
     learned only about a third of the spread of these per-store effects (residuals of the test period by store and
     day of week); with the crosses the test RMSPE on the default data went from 1.12x to 1.05x the perfect model's."""
-    return (df.withColumn("StoreDayOfWeek", F.col("Store") * 10 + F.col("DayOfWeek"))
-            .withColumn("StorePromo", F.col("Store") * 10 + F.col("Promo")))
+    return df.withColumns({"StoreDayOfWeek": F.col("Store") * 10 + F.col("DayOfWeek"),
+                           "StorePromo": F.col("Store") * 10 + F.col("Promo")})
 
 
 def add_competition_features(df: DataFrame) -> DataFrame:
@@ -107,22 +106,22 @@ def add_competition_features(df: DataFrame) -> DataFrame:
     (0 when unknown, as in the reference), CompetitionDistance filled with NO_COMPETITION_DISTANCE."""
     year = F.coalesce("CompetitionOpenSinceYear", F.lit(1900))
     month = F.coalesce("CompetitionOpenSinceMonth", F.lit(1))
-    df = (df.withColumn("CompetitionOpenSinceYear", year).withColumn("CompetitionOpenSinceMonth", month)
-          .withColumn("CompetitionOpenSince",
-                      F.expr("make_date(CompetitionOpenSinceYear, CompetitionOpenSinceMonth, 15)")))
-    days = _clamped_days(F.col("CompetitionOpenSince"), F.col("CompetitionOpenSinceYear"), 30 * MAX_COMPETITION_MONTHS)
-    return (df.withColumn("CompetitionMonthsOpen", F.floor(days / 30).cast("int"))
-            .withColumn("CompetitionDistance", F.coalesce("CompetitionDistance", F.lit(NO_COMPETITION_DISTANCE))))
+    since = F.make_date(year, month, F.lit(15))
+    days = _clamped_days(since, year, 30 * MAX_COMPETITION_MONTHS)
+    return df.withColumns({
+        "CompetitionOpenSinceYear": year, "CompetitionOpenSinceMonth": month, "CompetitionOpenSince": since,
+        "CompetitionMonthsOpen": F.floor(days / 30).cast("int"),
+        "CompetitionDistance": F.coalesce("CompetitionDistance", F.lit(NO_COMPETITION_DISTANCE))})
 
 
 def add_promo2_features(df: DataFrame) -> DataFrame:
     """Promo2Since (week W of year Y = 1 January + 7 (W - 1) days; unknown = 1900, week 1) and
     Promo2Weeks in [0, 25] (0 when unknown)."""
-    df = (df.withColumn("Promo2SinceYear", F.coalesce("Promo2SinceYear", F.lit(1900)))
-          .withColumn("Promo2SinceWeek", F.coalesce("Promo2SinceWeek", F.lit(1)))
-          .withColumn("Promo2Since", F.expr("date_add(make_date(Promo2SinceYear, 1, 1), (Promo2SinceWeek - 1) * 7)")))
-    days = _clamped_days(F.col("Promo2Since"), F.col("Promo2SinceYear"), 7 * MAX_PROMO2_WEEKS)
-    return df.withColumn("Promo2Weeks", F.floor(days / 7).cast("int"))
+    year, week = F.coalesce("Promo2SinceYear", F.lit(1900)), F.coalesce("Promo2SinceWeek", F.lit(1))
+    since = F.date_add(F.make_date(year, F.lit(1), F.lit(1)), (week - 1) * 7)
+    days = _clamped_days(since, year, 7 * MAX_PROMO2_WEEKS)
+    return df.withColumns({"Promo2SinceYear": year, "Promo2SinceWeek": week, "Promo2Since": since,
+                           "Promo2Weeks": F.floor(days / 7).cast("int")})
 
 
 def add_event_counters(df: DataFrame, cols: list[str] = EVENT_COLS, horizon: int = COUNTER_HORIZON,
@@ -190,21 +189,20 @@ def split_rows(raw: RawData, window: tuple[dt.date, dt.date], sample_rate: float
         keep = keep & (F.col("_test") | (F.rand(seed) < sample_rate))
     split = (F.when(F.col("_test"), "test")
              .when(F.col("Date").between(F.lit(window[0]), F.lit(window[1])), "val").otherwise("train"))
-    df = features(both, raw, hidden_from_backtest=F.col("_test")).filter(keep).withColumn("_split", split)
-    for col in EVENT_COLS:
-        df = df.withColumn(f"Before{col}", F.when(F.col("_split") == "val", F.col(f"{BACKTEST}Before{col}"))
-                           .otherwise(F.col(f"Before{col}")))
+    val = split == "val"
+    df = features(both, raw, hidden_from_backtest=F.col("_test")).filter(keep).withColumns({
+        "_split": split,
+        **{f"Before{col}": F.when(val, F.col(f"{BACKTEST}Before{col}")).otherwise(F.col(f"Before{col}"))
+           for col in EVENT_COLS}})
     return df.select("_split", "Date", "Sales", "Id", "Open", *CATEGORICAL_COLS, *CONTINUOUS_COLS)
 
 
 def finalize(df: DataFrame, vocab: dict[str, list[str]]) -> DataFrame:
     """Encode the features and give every output column its Parquet type."""
-    return (encode(df, vocab, CONTINUOUS_COLS)
-            .withColumn("Date", F.date_format("Date", "yyyy-MM-dd"))
-            .withColumn(LABEL_COL, F.log("Sales").cast("float"))
-            .withColumn("Sales", F.col("Sales").cast("float"))
-            .withColumn("Id", F.col("Id").cast("int"))
-            .withColumn("Open", F.coalesce("Open", F.lit(1)).cast("int")))
+    return encode(df, vocab, CONTINUOUS_COLS).withColumns({
+        "Date": F.date_format("Date", "yyyy-MM-dd"), LABEL_COL: F.log("Sales").cast("float"),
+        "Sales": F.col("Sales").cast("float"), "Id": F.col("Id").cast("int"),
+        "Open": F.coalesce("Open", F.lit(1)).cast("int")})
 
 
 def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float = 1.0, seed: int = 0,
@@ -231,8 +229,7 @@ def prepare(spark: SparkSession, raw: RawData, out_dir: str, sample_rate: float 
             if sum(r[col] for r in summary):
                 log.warning("%d rows have no %s (filled with 0)", sum(r[col] for r in summary), col)
         _check_counts(counts, raw, backtest, min_row_groups)
-        vocab = build_vocab(df, CATEGORICAL_COLS)
-        trained = build_vocab(df.filter(F.col("_split") == "train"), CATEGORICAL_COLS)
+        vocab, trained = build_vocabs(df, CATEGORICAL_COLS, F.col("_split") == "train")
         metadata = {
             "categorical_cols": CATEGORICAL_COLS, "continuous_cols": CONTINUOUS_COLS, "vocab": vocab,
             "embedding_sizes": {c: len(v) + 1 for c, v in vocab.items()},

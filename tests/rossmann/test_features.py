@@ -16,7 +16,7 @@ from rossmann.features import (
     add_date_parts,
     add_event_counters,
     add_promo2_features,
-    build_vocab,
+    build_vocabs,
     encode,
     join_sources,
     split_rows,
@@ -106,8 +106,10 @@ def test_backtest_window_is_as_long_as_the_test_period_at_the_end_of_train():
 def test_vocabulary_includes_test_only_values_and_reserves_0(spark):
     train = spark.createDataFrame([(2, "Rain"), (10, None), (1, "Fog")], "Store int, Events string")
     test = spark.createDataFrame([(10, "Rain-Hail"), (3, "Rain")], "Store int, Events string")
-    vocab = build_vocab(train.unionByName(test), ["Store", "Events"])
+    both = train.withColumn("train", F.lit(True)).unionByName(test.withColumn("train", F.lit(False)))
+    vocab, trained = build_vocabs(both, ["Store", "Events"], F.col("train"))
     assert vocab == {"Store": ["1", "2", "3", "10"], "Events": ["Fog", "Rain", "Rain-Hail"]}  # numbers in order
+    assert trained == {"Store": ["1", "2", "10"], "Events": ["Fog", "Rain"]}  # the same pass, train rows only
     encoded = encode(test.unionByName(spark.createDataFrame([(99, None)], "Store int, Events string")), vocab, [])
     assert [tuple(r) for r in encoded.collect()] == [(4, 3), (3, 2), (0, 0)]  # unknown store and null event: 0
 
