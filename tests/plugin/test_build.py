@@ -126,10 +126,11 @@ try:
     print("converted by AutoGraph")
 except tf.errors.OperatorNotAllowedInGraphError:
     print("traced as written")
+tf.keras.utils.set_random_seed(0)
 model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(3,))])
 model.compile(hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.05)), "mse")
 x = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
-fit = model.fit(x, x.sum(axis=1), epochs=3, verbose=0, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+fit = model.fit(x, x.sum(axis=1), epochs=10, verbose=0, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
 print("losses", *fit.history["loss"])
 """
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
@@ -137,4 +138,6 @@ print("losses", *fit.history["loss"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert "traced as written" in done.stdout, done.stdout
     losses = [float(v) for v in done.stdout.split("losses", 1)[1].split()]
-    assert len(losses) == 3 and losses[-1] < 0.5 * losses[0], losses
+    # Seeded, and 10 epochs: over seeds 0-7 the last epoch's loss is 1-3 % of the first's (3 epochs gave 36-53 %, too
+    # close to a bound to be a test), so 20 % fails only if the fit does not learn.
+    assert len(losses) == 10 and losses[-1] < 0.2 * losses[0], losses
