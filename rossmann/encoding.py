@@ -16,9 +16,9 @@ def _vocab_key(value: str) -> tuple[int, float, str]:
 def build_vocabs(df: DataFrame, cols: list[str], *subsets: Column) -> list[dict[str, list[str]]]:
     """Distinct non-null values of each column as strings, numbers in numeric order: over all rows, then over the
     rows where each of ``subsets`` holds; all in one pass."""
-    wheres = [None, *subsets]
-    row = df.agg(*[F.collect_set(F.col(c).cast("string") if where is None else F.when(where, F.col(c).cast("string")))
-                   .alias(f"{i}_{c}") for i, where in enumerate(wheres) for c in cols]).first()
+    wheres = [F.lit(True), *subsets]  # Spark's optimizer folds when(true, x) into x
+    row = df.agg(*[F.collect_set(F.when(where, F.col(c).cast("string"))).alias(f"{i}_{c}")
+                   for i, where in enumerate(wheres) for c in cols]).first()
     return [{c: sorted(row[f"{i}_{c}"], key=_vocab_key) for c in cols} for i in range(len(wheres))]
 
 
