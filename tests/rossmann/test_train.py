@@ -2,7 +2,6 @@
 import hashlib
 import json
 import math
-import sys
 
 import numpy as np
 import pytest
@@ -24,17 +23,6 @@ def untrained_rmspe(prepared):
     val = read_split(prepared / "val", feature_cols(metadata) + ["Sales_log"])
     model = build_model(metadata, continuous_stats(prepared, metadata), hidden=SMALL["hidden"])
     return rmspe(np.exp(val["Sales_log"]), np.exp(predict_log_sales(model, val, metadata)))
-
-
-@pytest.fixture(scope="module")
-def spark(spark):
-    """The shared session (conftest), its Python workers on this venv's Python, as HorovodSpark sets it up for a task:
-    Spark's workers otherwise run $PYSPARK_PYTHON or python3 on PATH, which may lack horovod and TensorFlow (the
-    context's pythonExec decides it for every job started from now on)."""
-    context = spark.sparkContext
-    python, context.pythonExec = context.pythonExec, sys.executable
-    yield spark
-    context.pythonExec = python
 
 
 def check_model_dir(out, prepared, ranks, epochs, untrained_rmspe):
