@@ -89,6 +89,14 @@ def run_wall(args: List[str], env: Optional[Dict[str, str]] = None, cwd: Path = 
     return seconds
 
 
+def process_result(code: str, *args: str, env: Dict[str, str]) -> Dict[str, Any]:
+    """Run ``code`` in a fresh ``python -c`` with ``args`` and ``env`` on top of this environment; the JSON it prints
+    on its ``RESULT `` line (it must exit 0)."""
+    ran = subprocess.run([PYTHON, "-c", code, *args], env={**os.environ, **env}, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, timeout=600, check=True)
+    return json.loads(next(line for line in ran.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
+
+
 def load_average() -> float:
     return os.getloadavg()[0]
 

@@ -16,11 +16,7 @@ losses of both epochs must be the same in both contestants.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
-from bench._common import PYTHON, fmt, header, machine, median, parser, prepared_data, round_robin, save, table
+from bench._common import fmt, header, machine, median, parser, prepared_data, process_result, round_robin, save, table
 
 BODY = """
 import json, os, resource, sys, tempfile, time
@@ -50,9 +46,7 @@ print("RESULT " + json.dumps({"epochs": clock.seconds, "losses": clock.losses,
 
 
 def _fit(prepared: str, autograph: bool, results: list) -> float:
-    ran = subprocess.run([PYTHON, "-c", BODY, prepared], env={**os.environ, "BENCH_AUTOGRAPH": "1" if autograph else "0"},
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=600, check=True)
-    result = json.loads(next(line for line in ran.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    result = process_result(BODY, prepared, env={"BENCH_AUTOGRAPH": "1" if autograph else "0"})
     results.append(result)
     return result["epochs"][0]
 

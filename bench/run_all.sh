@@ -9,7 +9,7 @@ cd "$ROOT"
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 start=$(date +%s)
-for bench in launch prep predict train_scale floor recipe phases steps full_size growth reference vs_ddp horovod_knobs step_exchange vs_mwms driver_start first_epoch; do
+for bench in launch prep predict train_scale floor recipe phases steps full_size growth reference vs_ddp horovod_knobs step_exchange vs_mwms driver_start first_epoch rank_gc; do
     echo "### bench/$bench.py $* ($(date +%H:%M:%S), load average $(cut -d' ' -f1 /proc/loadavg))"
     "$PY" -m "bench.$bench" "$@"
 done

@@ -11,7 +11,7 @@ import pytest
 from tests.support import ROOT
 
 SCRIPTS = ["launch", "prep", "predict", "train_scale", "floor", "recipe", "phases", "steps", "full_size", "growth",
-           "reference", "vs_ddp", "horovod_knobs", "step_exchange", "vs_mwms", "driver_start", "first_epoch"]
+           "reference", "vs_ddp", "horovod_knobs", "step_exchange", "vs_mwms", "driver_start", "first_epoch", "rank_gc"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from horovod_flyte_runtime.rank_start import RANK_GC_THRESHOLD
 from tests.conftest import ROOT
 
 FLOWS = "tests/plugin/flows/mpi_flows.py"
@@ -39,15 +40,18 @@ def test_two_slots_on_one_worker_allreduce(pyflyte_run):
 
 def test_settings_reach_every_rank_and_timeline_is_written(pyflyte_run, tmp_path):
     """The task's settings reach both ranks; the two ranks on this host split its cores between their compute threads
-    (TensorFlow's pools), and a thread count the user set (OpenMP's, here) is kept."""
+    (TensorFlow's pools), a thread count the user set (OpenMP's, here) is kept, and each rank collects its youngest
+    garbage every RANK_GC_THRESHOLD allocations, not Python's 700."""
     timeline = tmp_path / "timeline.json"
     ran = pyflyte_run(FLOWS, "settings_wf", env={"TEST_HOROVOD_TIMELINE": str(timeline), "OMP_NUM_THREADS": "3"})
     assert ran.returncode == 0, ran.output[-3000:]
     seen = re.findall(r"rank=(\d),HOROVOD_FUSION_THRESHOLD=(\w+),HOROVOD_CYCLE_TIME=([\w.]+),HOROVOD_TIMELINE=([^,]+),"
-                      r"OMP_NUM_THREADS=(\w+),TF_NUM_INTRAOP_THREADS=(\w+),TF_NUM_INTEROP_THREADS=(\w+)['\]]", ran.output)
+                      r"OMP_NUM_THREADS=(\w+),TF_NUM_INTRAOP_THREADS=(\w+),TF_NUM_INTEROP_THREADS=(\w+),gc_threshold=(\d+)['\]]",
+                      ran.output)
     assert sorted(rank for rank, *_ in seen) == ["0", "1"], ran.output[-3000:]
     share = str(max(1, len(os.sched_getaffinity(0)) // 2))
-    for _, fusion, cycle, path, omp, intra, inter in seen:
+    for _, fusion, cycle, path, omp, intra, inter, gc_threshold in seen:
+        assert int(gc_threshold) == RANK_GC_THRESHOLD > 700
         assert fusion == str(32 * 1024 * 1024)
         assert cycle == "2.5"
         assert path == str(timeline)

@@ -54,7 +54,10 @@ AUTOTUNE_LOG = os.environ.get("TEST_HOROVOD_AUTOTUNE_LOG") or None
     enable_deck=True,
 )
 def settings_seen() -> typing.List[str]:
-    """Each rank's view of the Horovod variables and its compute threads, gathered on rank 0."""
+    """Each rank's view of the Horovod variables, its compute threads and its garbage collection, gathered on
+    rank 0."""
+    import gc
+
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
@@ -64,7 +67,7 @@ def settings_seen() -> typing.List[str]:
     keys = ("HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_TIMELINE", "OMP_NUM_THREADS",
             "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
     mine = f"rank={hvd.rank()}," + ",".join(f"{k}={os.environ.get(k)}" for k in keys)
-    return [str(x) for x in hvd.allgather_object(mine)]
+    return [str(x) for x in hvd.allgather_object(f"{mine},gc_threshold={gc.get_threshold()[0]}")]
 
 
 @workflow

@@ -18,7 +18,7 @@ from .flyte_context import FlyteRankContext
 from .launcher_exit import mark_this_rank_returned
 from .processes import die_with_launcher
 from .rank_exit import exit_now
-from .rank_start import current_rank, launched_rank
+from .rank_start import collect_garbage_less_often, current_rank, launched_rank
 from .rank_watches import RankWatches
 from .settings import Horovod, HorovodConfigError
 from .tensorboard_stub import is_torch_estimator_trainer, tensorboard_without_tensorflow
@@ -136,6 +136,7 @@ def rank_main(argv: Optional[Sequence[str]] = None) -> None:
     the process exits when its launcher is gone.
     """
     die_with_launcher()
+    collect_garbage_less_often()  # before the job's unpickling imports its Flyte SDK (a cluster rank: start_rank)
     job_arg, result_arg = (argv or sys.argv)[1:3]
     code, job = 0, None
     try:
