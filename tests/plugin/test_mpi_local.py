@@ -46,8 +46,8 @@ def test_settings_reach_every_rank_and_timeline_is_written(pyflyte_run, tmp_path
     ran = pyflyte_run(FLOWS, "settings_wf", env={"TEST_HOROVOD_TIMELINE": str(timeline), "OMP_NUM_THREADS": "3"})
     assert ran.returncode == 0, ran.output[-3000:]
     seen = re.findall(r"rank=(\d),HOROVOD_FUSION_THRESHOLD=(\w+),HOROVOD_CYCLE_TIME=([\w.]+),HOROVOD_TIMELINE=([^,]+),"
-                      r"OMP_NUM_THREADS=(\w+),TF_NUM_INTRAOP_THREADS=(\w+),TF_NUM_INTEROP_THREADS=(\w+),gc_threshold=(\d+)['\]]",
-                      ran.output)
+                      r"OMP_NUM_THREADS=(\w+),TF_NUM_INTRAOP_THREADS=(\w+),TF_NUM_INTEROP_THREADS=(\w+),"
+                      r"gc_threshold=(\d+)['\]]", ran.output)
     assert sorted(rank for rank, *_ in seen) == ["0", "1"], ran.output[-3000:]
     share = str(max(1, len(os.sched_getaffinity(0)) // 2))
     for _, fusion, cycle, path, omp, intra, inter, gc_threshold in seen:
