@@ -4,7 +4,8 @@ came first, is the error raised? Run as a user would run a script:
 
     python failing_rank.py ROUTE        ROUTE: gloo | mpi (local processes) | spark (Spark tasks)
 
-Prints ``CASE <what> <seconds> <error type>: <its first line>`` for each of ``returns``, ``waits``, ``computes``.
+Prints ``CASE <what> <seconds> <error type>: <its first line>`` for each of ``returns``, ``waits``, ``computes``,
+then the error's other lines, each after ``  | `` (the ranks' last output, where their log is).
 """
 
 import os
@@ -52,3 +53,4 @@ if __name__ == "__main__":
                     failed_at = min(failed_at, float(f.read()))
                 print(f"CASE {what} {time.time() - failed_at:.1f} {type(exc).__name__}: {str(exc).splitlines()[0]}",
                       flush=True)
+                print("".join(f"  | {line}\n" for line in str(exc).splitlines()[1:]), end="", flush=True)
