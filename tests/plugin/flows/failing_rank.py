@@ -5,7 +5,7 @@ came first, is the error raised? Run as a user would run a script:
     python failing_rank.py ROUTE        ROUTE: gloo | mpi (local processes) | spark (Spark tasks)
 
 Prints ``CASE <what> <seconds> <error type>: <its first line>`` for each of ``returns``, ``waits``, ``computes``,
-then the error's other lines, each after ``  | `` (the ranks' last output, where their log is).
+then the error's other lines, each after ``  | `` (the failed rank's traceback, and what else the error says).
 """
 
 import os
