@@ -24,6 +24,7 @@ from horovod_flyte_runtime.cluster_launcher import launcher_failure
 from horovod_flyte_runtime.failures import RankFailures, this_host
 from horovod_flyte_runtime.local_launcher import interrupted, record_mpirun_failure
 from horovod_flyte_runtime.processes import Processes
+from horovod_flyte_runtime.rank_output import RankOutput
 
 HOST = "vm (192.0.2.2)"
 SHUT_DOWN = ("Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to "
@@ -138,15 +139,20 @@ def test_the_rank_that_failed_first_is_named_not_its_echo(tmp_path, route, recor
     (MPIRUN_RAISE, RAISED_RECORD, RankFailedError, "ValueError: rank one cannot go on"),
 ], ids=["kill", "term", "exit", "raise"])
 def test_mpiruns_closing_message_names_the_rank(tmp_path, output, own_record, cls, text):
-    """The local launcher records the rank mpirun names, on this host, unless the rank recorded why itself."""
-    failures = RankFailures(str(tmp_path))
+    """The local launcher records the rank mpirun names, on this host, with that rank's last lines (the rank's
+    output as the launch's ``RankOutput`` got it), unless the rank recorded why itself."""
+    failures = RankFailures(str(tmp_path / "failures"))
     if own_record is not None:
         failures.record(*own_record, host=HOST)
-    record_mpirun_failure(output, failures)
+    rank_output = RankOutput(str(tmp_path / "ranks.log"), verbose=False)
+    rank_output.write(output)
+    record_mpirun_failure(output, failures, rank_output.last_lines)
     error = failures.error(RuntimeError(f"mpirun exited with status 137; its last output:\n{output}"))
     host = HOST if own_record else this_host()
     _assert(error, cls, 1, host, RAISED if own_record else DIED, failures.failures()[0].kind)
     assert text in str(error)
+    assert ("its last output:\nrank 1 up" in str(error)) == (own_record is None), str(error)
+    assert "rank 0 up" not in str(error)
 
 
 @pytest.mark.parametrize("output, cls, kind, text", [

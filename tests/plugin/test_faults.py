@@ -111,6 +111,8 @@ def test_the_rank_that_died_is_named_not_its_echo(route, how, cause):
     headline = error.splitlines()[1]
     assert re.match(r"Horovod rank 1 died on host \S+", headline), error[:2000]
     assert cause in error, error[:2000]
+    if how == "exit":  # what rank 1 printed last, which no rank 0 line or launcher message says
+        assert "rank one exits with status 3" in error, error[:2000]
     assert ran.seconds < 120, f"took {ran.seconds:.0f} s"
 
 
@@ -161,6 +163,7 @@ def test_a_rank_that_raises_is_named_within_ten_seconds_whatever_rank_0_does(rou
     assert [c[0] for c in cases] == ["returns", "waits", "computes"], ran.output[-4000:]
     for what, seconds, error in cases:
         # the host as this machine names itself, also from a local mpirun job's own network namespace
-        assert error.startswith(f"RankFailedError: Horovod rank 1 failed on host {this_host()}"), (what, error)
+        assert error.startswith(f"RankFailedError: Horovod rank 1 failed on host {this_host()}"), \
+            f"rank 0 {what}: {error}\n{ran.output[-8000:]}"
         assert float(seconds) < 10, f"rank 0 {what}: rank 1 named after {seconds} s\n{ran.output[-8000:]}"
     print(" ".join(f"{what} {seconds} s" for what, seconds, _ in cases))

@@ -10,8 +10,8 @@ user would run a script:
            returned), or several (``exit,kill``) taken in turn
     N      how many runs (default 1), each after a line ``RUN <i> <how>``
 
-Prints ``ERROR <type>`` (on a line of its own) and the error's message, or ``NO ERROR``, for each run; exits 1 when a run failed, as a script
-that lets the error out does.
+Prints ``ERROR <type>`` (on a line of its own) and the error's message, or ``NO ERROR``, for each run; exits 1
+when a run failed, as a script that lets the error out does.
 """
 
 import argparse
@@ -33,6 +33,7 @@ def rank_one_fails(how: str) -> int:
     hvd.allreduce(tf.constant(1.0))  # both ranks are up and connected
     if hvd.rank() == 1:
         if how == "exit":
+            print("rank one exits with status 3", flush=True)  # the error shows a rank's last lines: this one
             os._exit(3)
         if how in ("kill", "stop"):
             os.kill(os.getpid(), signal.SIGSTOP if how == "stop" else signal.SIGKILL)

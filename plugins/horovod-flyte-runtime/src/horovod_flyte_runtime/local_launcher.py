@@ -96,8 +96,8 @@ def run_local(
             processes.start("mpirun", args, env, prefix=None, die_with_parent=True, enter=enter)
             exited = LauncherExitWatch(job_dir, "mpirun", num_proc)
             # once mpirun failed, let it finish its closing message: it names the rank that failed first
-            failed = processes.wait(on_exit=lambda *_: record_mpirun_failure(processes.finished_output(0), failures),
-                                    give_up=exited)
+            failed = processes.wait(on_exit=lambda *_: record_mpirun_failure(processes.finished_output(0), failures,
+                                                                             output.last_lines), give_up=exited)
         else:
             exited = LauncherExitWatch(job_dir, "the rank processes", num_proc)
             plan = gloo.host_plan([LOOPBACK] * num_proc)[0]
@@ -249,11 +249,14 @@ def interrupted(processes: Processes) -> InterruptedByUser:
     return InterruptedByUser(f"stopped {', '.join(processes.names) or 'the Horovod job before it started'}")
 
 
-def record_mpirun_failure(output: str, failures: RankFailures) -> None:
-    """mpirun failed with ``output``: record the rank its closing message names, on this host (if it has no record)."""
+def record_mpirun_failure(output: str, failures: RankFailures, last_lines: Callable[[int], str]) -> None:
+    """mpirun failed with ``output``: record the rank its closing message names, on this host, with that rank's
+    ``last_lines(rank)`` (if it has no record: a rank that raised recorded why itself)."""
     named = mpirun_failed_rank(output)
     if named is not None:
-        failures.record(named.rank, DIED, named.text, replace=False)
+        lines = last_lines(named.rank)
+        text = f"{named.text}; its last output:\n{lines}" if lines else named.text
+        failures.record(named.rank, DIED, text, replace=False)
 
 
 def _verbose(settings: Horovod, message: str, *args: Any) -> None:

@@ -6,25 +6,28 @@ Lines arrive as Horovod's launchers write them, prefixed by rank: ``[1]<stdout>:
 ``horovod.spark``) or ``[1,1]<stderr>:`` (``mpirun --tag-output``). No flytekit import at module level.
 """
 
+import collections
 import contextlib
 import os
 import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Deque, Dict, Optional
 
 from .classify import NO_SPACE, rank_of, rank_text
 from .native_lines import is_native_noise
 
 VERBOSE_ENV = "FLYTE_HOROVOD_VERBOSE"  # "1": every rank's output on the console too
 LOG_DIR_NAME = "horovod-logs"  # under a Flyte task's working directory: the ranks' logs of that task
+RANK_TAIL_LINES = 20  # how many of a rank's last lines ``last_lines`` keeps: a traceback's end, Open MPI's abort
 
 
 class RankOutput:
     """One launch's output sink; ``stream("stdout")`` / ``stream("stderr")`` are the text streams to hand to a
     launcher (``horovod.spark.run(stdout=..., stderr=...)``, ``prefix_connection``). ``on_rank0_line``, where given,
-    gets each line rank 0 prints, without its prefix, as it arrives (a task's live progress)."""
+    gets each line rank 0 prints, without its prefix, as it arrives (a task's live progress); ``last_lines(rank)``
+    is what a rank printed last, for the error of a rank that failed without a record of its own."""
 
     def __init__(self, path: str, verbose: bool, on_rank0_line: Optional[Callable[[str], None]] = None):
         self.path, self.verbose, self.on_rank0_line = path, verbose, on_rank0_line
@@ -32,6 +35,8 @@ class RankOutput:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._file = open(path, "a", encoding="utf-8", errors="replace")
         self._lock = threading.Lock()
+        self._tails: Dict[int, Deque[str]] = collections.defaultdict(
+            lambda: collections.deque(maxlen=RANK_TAIL_LINES))
 
     @classmethod
     def for_launch(cls, verbose: bool, on_rank0_line: Optional[Callable[[str], None]] = None) -> "RankOutput":
@@ -56,10 +61,19 @@ class RankOutput:
             if shown:
                 with contextlib.suppress(Exception):
                     getattr(sys, console).write(shown)
-            if self.on_rank0_line is not None:
-                for line in text.splitlines():
-                    if rank_of(line) == 0:
-                        self.on_rank0_line(rank_text(line))
+            for line in text.splitlines():
+                rank = rank_of(line)
+                if rank is None or is_native_noise(line):
+                    continue
+                self._tails[rank].append(rank_text(line))
+                if rank == 0 and self.on_rank0_line is not None:
+                    self.on_rank0_line(rank_text(line))
+
+    def last_lines(self, rank: int) -> str:
+        """The last lines rank ``rank`` printed (up to ``RANK_TAIL_LINES``, without their prefix and the known native
+        start-up lines), or ""."""
+        with self._lock:
+            return "\n".join(self._tails.get(rank, ()))
 
     def stream(self, console: str) -> "_Stream":
         return _Stream(self, console)
