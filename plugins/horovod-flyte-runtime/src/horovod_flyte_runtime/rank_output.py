@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Deque, Dict, Optional
+from typing import Callable, Deque, Optional
 
 from .classify import NO_SPACE, rank_of, rank_text
 from .native_lines import is_native_noise
@@ -35,8 +35,6 @@ class RankOutput:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._file = open(path, "a", encoding="utf-8", errors="replace")
         self._lock = threading.Lock()
-        self._tails: Dict[int, Deque[str]] = collections.defaultdict(
-            lambda: collections.deque(maxlen=RANK_TAIL_LINES))
 
     @classmethod
     def for_launch(cls, verbose: bool, on_rank0_line: Optional[Callable[[str], None]] = None) -> "RankOutput":
@@ -61,19 +59,23 @@ class RankOutput:
             if shown:
                 with contextlib.suppress(Exception):
                     getattr(sys, console).write(shown)
-            for line in text.splitlines():
-                rank = rank_of(line)
-                if rank is None or is_native_noise(line):
-                    continue
-                self._tails[rank].append(rank_text(line))
-                if rank == 0 and self.on_rank0_line is not None:
-                    self.on_rank0_line(rank_text(line))
+            if self.on_rank0_line is not None:
+                for line in text.splitlines():
+                    if rank_of(line) == 0:
+                        self.on_rank0_line(rank_text(line))
 
     def last_lines(self, rank: int) -> str:
         """The last lines rank ``rank`` printed (up to ``RANK_TAIL_LINES``, without their prefix and the known native
-        start-up lines), or ""."""
+        start-up lines), read back from the log: asked only when a rank failed, it costs the lines nothing."""
         with self._lock:
-            return "\n".join(self._tails.get(rank, ()))
+            if not self._file.closed:
+                with contextlib.suppress(OSError):
+                    self._file.flush()
+        tail: Deque[str] = collections.deque(maxlen=RANK_TAIL_LINES)
+        with contextlib.suppress(OSError), open(self.path, encoding="utf-8", errors="replace") as log:
+            tail.extend(rank_text(line).rstrip("\n") for line in log
+                        if rank_of(line) == rank and not is_native_noise(line))
+        return "\n".join(tail)
 
     def stream(self, console: str) -> "_Stream":
         return _Stream(self, console)
