@@ -73,8 +73,8 @@ RUN mkdir -p plugins/flytekit-horovod/flytekitplugins/horovod plugins/flyte-horo
              plugins/flytekit-horovod/flytekitplugins/horovod/__init__.py \
              plugins/flyte-horovod/src/flyteplugins/horovod/__init__.py \
              plugins/flyte-horovod/src/flyteplugins/horovod_migrate.py rossmann/__init__.py
-# The Horovod wheel the build command makes is kept in a BuildKit cache (.cache/horovod), so a rebuild does not
-# recompile it.
+# The Horovod wheel the build command makes is kept in its cache (/root/.cache/flytekitplugins-horovod), here a
+# BuildKit cache, so a rebuild does not recompile it.
 RUN --mount=type=cache,target=/root/.cache \
     VENV=/opt/venv TF_PACKAGE=${TF_PACKAGE} GPU=${GPU} TORCH_INDEX_URL=${TORCH_INDEX_URL} WITH_MPI=1 EXTRAS=test \
     bash scripts/setup.sh

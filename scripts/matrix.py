@@ -9,8 +9,8 @@ A leg is a Python, a pinned file and the frameworks Horovod is built for. The de
 (``scripts/setup.sh``, ``constraints.txt``, ``.venv``); the legacy leg is the same script with 2023's constraints
 (``matrix/legacy-constraints.txt``); the others install a requirements file (``matrix/<leg>.txt``). Each but the
 default lives in ``.matrix/<leg>/venv``, an environment a user can use (``source .matrix/legacy/venv/bin/activate``).
-Each is built by the plugin's build command with the wheel cached in ``.cache/horovod``, so a second run rebuilds
-nothing. Standard library only.
+Each is built by the plugin's build command with the wheel in its cache (``~/.cache/flytekitplugins-horovod``), so a
+second run rebuilds nothing. Standard library only.
 """
 
 import argparse
@@ -102,8 +102,7 @@ def build(leg: Leg, log: Path) -> Dict[str, object]:
                 or run(pip + ["-r", str(leg.requirements)], log)
                 or run(pip + ["--no-deps", "-e", str(ROOT / "plugins" / "horovod-flyte-runtime"),
                                "-e", str(ROOT / "plugins" / "flytekit-horovod"), "-e", str(ROOT)], log)
-                or run([leg.bin_python, "-m", "horovod_flyte_runtime.build", "--frameworks", *leg.frameworks,
-                        "--cache-dir", str(ROOT / ".cache" / "horovod")], log))
+                or run([leg.bin_python, "-m", "horovod_flyte_runtime.build", "--frameworks", *leg.frameworks], log))
     text = log.read_text(errors="replace")
     reported = re.findall(r"^horovod \S+ for Python .*$", text, re.M)
     compiled = re.findall(r"built in ([\d.]+) min", text)

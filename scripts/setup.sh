@@ -144,12 +144,14 @@ if [ -n "$(pinned flyte)" ]; then
 fi
 
 # Horovod through the plugin's own build command, the one a user runs (and the Dockerfile, and horovod_image_spec):
-# the patched sdist built against both frameworks, every choice explicit, the wheel cached in .cache/horovod by what
-# it was built against. It checks what really runs: hvd.init() and a 1-rank allreduce per framework, the controllers.
+# the patched sdist built against both frameworks, every choice explicit, the wheel cached by what it was built
+# against in the command's own cache (~/.cache/flytekitplugins-horovod, or FLYTE_HOROVOD_BUILD_CACHE), as pip keeps
+# the wheels it builds: a second clone or environment of the same stack on this machine does not compile it again.
+# It checks what really runs: hvd.init() and a 1-rank allreduce per framework, the controllers.
 controllers=(gloo); [ "$WITH_MPI" = 1 ] && controllers+=(mpi)
 operations=cpu; [ "$GPU" = 1 ] && operations=nccl
 if ! "$VENV/bin/python" -m horovod_flyte_runtime.build --frameworks tensorflow pytorch \
-        --controllers "${controllers[@]}" --operations "$operations" --cache-dir "$ROOT/.cache/horovod" \
+        --controllers "${controllers[@]}" --operations "$operations" \
         | tee "$VENV/.horovod-build"; then
     say "horovod did not build, or hvd.init() and a 1-rank allreduce do not run in every framework (above)"
     exit 1

@@ -15,10 +15,9 @@ import time
 import pytest
 
 from horovod_flyte_runtime import build
-from tests.support import ROOT
 
 COMMAND = [sys.executable, "-m", "horovod_flyte_runtime.build"]
-CACHE = ROOT / ".cache" / "horovod"  # where scripts/setup.sh keeps the sdist and the wheel it built
+CACHE = build.DEFAULT_CACHE  # the command's own cache: where scripts/setup.sh's run of it keeps the sdist and wheel
 
 
 def _run(*args: str, timeout: float = 120, env=None) -> subprocess.CompletedProcess:
