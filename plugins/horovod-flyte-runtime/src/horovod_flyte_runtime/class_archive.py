@@ -124,7 +124,7 @@ def make_archive() -> Path:
         if not psutil.pid_exists(int(stale.suffixes[-2][1:])):
             stale.unlink(missing_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    print(f"[class-archive] making the local Spark driver's class archive (about half a minute): {path}", flush=True)
+    print(f"[class-archive] making the local Spark driver's class archive (under a minute): {path}", flush=True)
     conf = prepare_local_session(2)
     # SILENT: not the hundreds of "Skipping <class>" lines of a dump
     os.environ["SPARK_SUBMIT_OPTS"] += " ".join(["", f"-XX:ArchiveClassesAtExit={partial}", *SILENT])
